@@ -2,7 +2,8 @@
 NumPy 2 and Python 3.11.
 
 Each fix below is a small function named after the break it repairs. With them, the DSRL tasks give
-bit-identical observations, rewards and costs to the original pins (``tests/test_safety_gym_fidelity.py``).
+bit-identical MuJoCo states, rewards and costs to the original pins, and observations equal up to a few
+ulps from NumPy's CPU-dispatched ``exp``/``arctan2`` in the lidar (``tests/test_safety_gym_fidelity.py``).
 Safety-Gymnasium 1.x is not supported: it renamed ``tasks.safety_velocity`` (which dsrl imports) and
 needs ``gymnasium_robotics``; stay on 0.4.0, dsrl's pin.
 """
@@ -82,6 +83,26 @@ def _accept_array_joint_ids() -> None:
     mujoco.MjModel.jnt = jnt_accepting_arrays
 
 
+_VELOCITY_ENVS = {
+    "safety_ant_velocity_v0": "SafetyAntVelocityEnv",
+    "safety_half_cheetah_velocity_v0": "SafetyHalfCheetahVelocityEnv",
+    "safety_hopper_velocity_v0": "SafetyHopperVelocityEnv",
+    "safety_swimmer_velocity_v0": "SafetySwimmerVelocityEnv",
+    "safety_walker2d_velocity_v0": "SafetyWalker2dVelocityEnv",
+}
+
+
+def _control_cost_in_float64() -> None:
+    """NumPy 2 (NEP 50) keeps a float32 action's control cost in float32; NumPy 1 promoted it to float64."""
+
+    def control_cost(self: Any, action: np.ndarray) -> np.float64:
+        return self._ctrl_cost_weight * np.float64(np.sum(np.square(action)))
+
+    for module_name, class_name in _VELOCITY_ENVS.items():  # the v1 DSRL envs subclass these
+        module = importlib.import_module(f"safety_gymnasium.tasks.safety_velocity.{module_name}")
+        getattr(module, class_name).control_cost = control_cost
+
+
 def import_safety_gymnasium() -> types.ModuleType:
     """Import Safety-Gymnasium with the fixes applied (idempotent)."""
     _alias_moved_gymnasium_wrappers()
@@ -89,6 +110,7 @@ def import_safety_gymnasium() -> types.ModuleType:
     with _array_defaults_as_factories():
         module = importlib.import_module("safety_gymnasium")
         importlib.import_module("safety_gymnasium.builder")  # imports every task, agent and asset dataclass
+    _control_cost_in_float64()
     return module
 
 
