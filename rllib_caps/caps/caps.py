@@ -34,8 +34,10 @@ from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
 from rllib_caps.caps.cost_budget_connector import CostBudget
 from rllib_caps.caps.episodes import episode_outcomes
 from rllib_caps.data import parquet_files
+from rllib_caps.envs import register_envs
 from rllib_caps.losses import CAPSLossSettings, default_lambdas
-from rllib_caps.scoring import EpisodeOutcome, average_over_thresholds, summarize
+from rllib_caps.results import results_dict
+from rllib_caps.scoring import EpisodeOutcome, summarize
 
 IMPLEMENTATIONS = ("paper", "code")
 
@@ -233,6 +235,12 @@ class InMemoryOfflineData(OfflineData):
 class CAPS(Algorithm):
     """CAPS: K policy heads trained by IQL-style advantage weighting, switched at act time by Q^r/Q^c."""
 
+    @override(Algorithm)
+    def setup(self, config: AlgorithmConfig) -> None:
+        if config.task is not None:
+            register_envs()  # so EnvRunners can build the DSRL task by its id or short name
+        super().setup(config)
+
     @classmethod
     @override(Algorithm)
     def get_default_config(cls) -> CAPSConfig:
@@ -269,10 +277,7 @@ def evaluate_at_thresholds(algorithm: CAPS, eval_runners: Any) -> tuple[dict, in
         outcomes = _sample_outcomes(eval_runners, config.evaluation_duration, config.num_heads)
         summaries.append(summarize(outcomes, threshold, min_reward, max_reward))
     env_steps = sum(round(s.episodes * s.mean_length) for s in summaries)
-    results = {
-        "thresholds": {f"{s.threshold:g}": s.to_dict() for s in summaries},
-        "mean": average_over_thresholds(summaries),
-    }
+    results = results_dict(summaries)
     _log_evaluation(algorithm, results)
     return {"caps": results}, env_steps, env_steps
 
