@@ -10,7 +10,6 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,9 +23,10 @@ from rllib_caps.tasks import TaskSpec, get_task
 logger = logging.getLogger("rllib_caps.evaluate")
 
 
-def run_episode(policy: Any, env: Any, threshold: float, seed: int) -> EpisodeOutcome:
-    """One episode of the switching policy with budget κ = ``threshold``, from ``reset(seed=seed)``."""
-    policy.reset(threshold=threshold)
+def run_episode(policy: Any, env: Any, threshold: float, seed: int, fixed_head: int | None = None) -> EpisodeOutcome:
+    """One episode of the switching policy (or of ``fixed_head`` alone) with budget κ = ``threshold``,
+    from ``reset(seed=seed)``."""
+    policy.reset(threshold=threshold, fixed_head=fixed_head)
     obs, _ = env.reset(seed=seed)
     reward, cost, step_cost, length = 0.0, 0.0, 0.0, 0
     counts = np.zeros(policy.num_heads, dtype=np.int64)
@@ -42,7 +42,7 @@ def run_episode(policy: Any, env: Any, threshold: float, seed: int) -> EpisodeOu
 
 
 def evaluate_policy(policy: Any, task: TaskSpec, thresholds: Sequence[float], episodes: int, *, seed: int = 0,
-                    progress: bool = True) -> dict[str, Any]:
+                    fixed_head: int | None = None, progress: bool = True) -> dict[str, Any]:
     """Every threshold sees the same episode seeds ``seed, seed+1, …``; returns the results schema."""
     env = make_env(task)
     summaries = []
@@ -51,23 +51,11 @@ def evaluate_policy(policy: Any, task: TaskSpec, thresholds: Sequence[float], ep
         for threshold in thresholds:
             outcomes = []
             for i in range(episodes):
-                outcomes.append(run_episode(policy, env, threshold, seed + i))
+                outcomes.append(run_episode(policy, env, threshold, seed + i, fixed_head))
                 bar.update(1)
             summaries.append(summarize(outcomes, threshold, task.min_reward, task.max_reward))
     env.close()
     return results_dict(summaries)
-
-
-def checkpoint_task(checkpoint: str | Path) -> TaskSpec:
-    """The task a checkpoint was trained on, read from the algorithm state's config."""
-    import pickle
-
-    state_file = Path(checkpoint) / "algorithm_state.pkl"
-    if not state_file.is_file():
-        raise FileNotFoundError(f"{checkpoint}: no algorithm_state.pkl; pass --task")
-    with state_file.open("rb") as f:
-        state = pickle.load(f)
-    return get_task(state["config"]["env"])
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -81,6 +69,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--thresholds", type=float, nargs="+", help="cost thresholds κ (default: the task's three)")
     p.add_argument("--episodes", type=int, default=20, help="episodes per threshold (default 20)")
     p.add_argument("--seed", type=int, default=0, help="seed of the first episode (default 0)")
+    p.add_argument("--head", type=int, help="act with this head alone instead of switching (ablation)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return p.parse_args(argv)
 
@@ -91,8 +80,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     try:
-        task = get_task(args.task) if args.task else checkpoint_task(args.checkpoint)
         policy = CAPSPolicy.from_checkpoint(args.checkpoint)
+        if not (args.task or policy.task):
+            raise ValueError(f"{args.checkpoint}: trained on a custom env; pass --task")
+        task = get_task(args.task or policy.task)
+        policy.reset(threshold=0.0, fixed_head=args.head)
     except (ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -100,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --episodes must be >= 1", file=sys.stderr)
         return 2
     thresholds = args.thresholds or [float(k) for k in task.thresholds]
-    results = evaluate_policy(policy, task, thresholds, args.episodes, seed=args.seed)
+    results = evaluate_policy(policy, task, thresholds, args.episodes, seed=args.seed, fixed_head=args.head)
     print(json.dumps(results, indent=2) if args.json else format_results_table(results, title=task.name))
     return 0
 

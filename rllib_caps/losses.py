@@ -35,7 +35,7 @@ def head_coefficients(lambdas: list[float]) -> tuple[list[float], list[float]]:
 
 def expectile_loss(diff: torch.Tensor, expectile: float) -> torch.Tensor:
     """IQL's asymmetric L2: ``|τ − 1(u < 0)| u²`` averaged over the batch."""
-    weight = torch.where(diff > 0, expectile, 1.0 - expectile)
+    weight = torch.where(diff > 0, torch.full_like(diff, expectile), torch.full_like(diff, 1.0 - expectile))
     return (weight * diff.pow(2)).mean()
 
 

@@ -53,9 +53,21 @@ class CAPSPolicy:
     def num_heads(self) -> int:
         return self.module.num_heads
 
-    def reset(self, threshold: float, batch_size: int = 1) -> None:
-        """Starts new episode(s) with budget κ = ``threshold`` (undiscounted, in the env's cost units)."""
+    @property
+    def task(self) -> str | None:
+        """The registry name of the task the bundle was trained on (None for a custom env)."""
+        return self.module.model_config.get("task")
+
+    def reset(self, threshold: float, batch_size: int = 1, fixed_head: int | None = None) -> None:
+        """Starts new episode(s) with budget κ = ``threshold`` (undiscounted, in the env's cost units).
+
+        ``fixed_head`` bypasses the switching rule and always acts with that head (for ablations, e.g.
+        the cost head K−1 alone).
+        """
+        if fixed_head is not None and not 0 <= fixed_head < self.num_heads:
+            raise ValueError(f"fixed_head must be in [0, {self.num_heads - 1}], got {fixed_head}")
         self.threshold = float(threshold)
+        self.fixed_head = fixed_head
         self._spent = np.zeros(batch_size)
         self._step = np.zeros(batch_size)
         self._started = np.zeros(batch_size, dtype=bool)
@@ -77,9 +89,14 @@ class CAPSPolicy:
         obs_batch = np.atleast_2d(np.asarray(obs, dtype=np.float32))
         cost = np.broadcast_to(np.asarray(cost, dtype=np.float64), self._spent.shape)
         self._spent += np.where(self._started, cost, 0.0)
-        actions, heads = self.module.switching_actions(
-            torch.from_numpy(obs_batch), torch.from_numpy(self._spent), torch.from_numpy(self._step), self.threshold
-        )
+        obs_tensor = torch.from_numpy(obs_batch)
+        if self.fixed_head is None:
+            actions, heads = self.module.switching_actions(
+                obs_tensor, torch.from_numpy(self._spent), torch.from_numpy(self._step), self.threshold
+            )
+        else:
+            actions = self.module.actor(obs_tensor)[:, self.fixed_head]
+            heads = torch.full((obs_batch.shape[0],), self.fixed_head)
         self._step += 1
         self._started[:] = True
         self.last_heads = heads.numpy()

@@ -71,6 +71,8 @@ def summarize(outcomes: Sequence[EpisodeOutcome], threshold: float, min_reward: 
 
 def average_over_thresholds(results: Sequence[ThresholdResult]) -> dict[str, float]:
     """The paper's per-task score: normalised reward and cost averaged over thresholds; safe if ≤ 1."""
+    if not results:
+        raise ValueError("no threshold results to average")
     norm_reward = float(np.mean([r.normalized_reward for r in results]))
     norm_cost = float(np.mean([r.normalized_cost for r in results]))
     return {"normalized_reward": norm_reward, "normalized_cost": norm_cost, "safe": float(norm_cost <= 1.0)}

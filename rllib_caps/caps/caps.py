@@ -202,6 +202,7 @@ class CAPSConfig(AlgorithmConfig):
             "hidden": list(self.hidden), "num_heads": self.num_heads, "shared_actor": self.shared_actor,
             "learn_std": self.implementation == "paper", "cost_maximize": self.implementation == "code",
             "gamma": self.gamma, "horizon": self.resolved_horizon,
+            "task": self.task.name if self.task is not None else None,
         }
 
     @override(AlgorithmConfig)

@@ -17,7 +17,8 @@ class DefaultCAPSRLModule(RLModule, InferenceOnlyAPI, TargetNetworkAPI, abc.ABC)
 
     ``model_config`` keys (filled in by ``CAPSConfig``): ``hidden`` (list of ints), ``num_heads``,
     ``shared_actor``, ``learn_std``, ``cost_maximize`` (True when the cost critics are trained on −c),
-    ``gamma`` and ``horizon`` (for the switching threshold conversion).
+    ``gamma`` and ``horizon`` (for the switching threshold conversion), and ``task`` (the registry name,
+    so a deployed checkpoint knows its task).
 
     The inference-only copy (used by EnvRunners) keeps the actor and the online Q critics, which the
     switching rule needs at act time; value functions and target nets are training-only.
