@@ -62,7 +62,7 @@ class TransitionDataset:
         for name in COLUMNS:
             array = _column_to_numpy(table, name, source)
             dtype = torch.bool if name in ("terminateds", "truncateds") else torch.float32
-            tensors[name] = torch.as_tensor(np.ascontiguousarray(array)).to(device=device, dtype=dtype)
+            tensors[name] = torch.from_numpy(np.array(array)).to(device=device, dtype=dtype)
         return cls(tensors)
 
     def __len__(self) -> int:

@@ -182,7 +182,7 @@ class CAPSConfig(AlgorithmConfig):
         for name in ("expectile_reward", "expectile_cost"):
             if not 0.0 < getattr(self, name) < 1.0:
                 self._value_error(f"{name} must be in (0, 1), got {getattr(self, name)}")
-        if not self.input_:
+        if not self.is_offline:
             self._value_error("CAPS trains offline: set .offline_data(input_=DATASET_DIR)")
         self.resolved_horizon  # noqa: B018  (raises for a custom env without horizon)
 

@@ -1,0 +1,21 @@
+"""Shared fixtures: one real local Ray per test session for the integration tests."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("DSRL_SUPPRESS_IMPORT_ERROR", "1")
+os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    """A local Ray with 2 CPUs and no dashboard, started once (or reused if a test module started one)."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()

@@ -1,0 +1,95 @@
+"""CAPS as a real RLlib algorithm on a real local Ray: train, evaluate on the simulator at every threshold,
+checkpoint round trip (Algorithm, CAPSPolicy), multi-learner DDP, and learning on the bundled dataset."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from rllib_caps.data import TransitionDataset
+from rllib_caps.evaluate import evaluate_policy
+from rllib_caps.policy import CAPSPolicy
+from rllib_caps.tasks import get_task
+from rllib_caps.train import build_config, train
+
+BUNDLED = Path(__file__).resolve().parents[1] / "datasets" / "BallCircle"
+pytestmark = pytest.mark.slow
+
+
+def tiny_config(**overrides):
+    settings = dict(steps=40, heads=3, hidden=[32, 32], batch_size=64, updates_per_iteration=20, eval_episodes=2,
+                    seed=0)
+    settings.update(overrides)
+    return build_config("BallCircle", BUNDLED, **settings)
+
+
+def test_train_evaluates_every_threshold_reproducibly_and_checkpoint_round_trips(ray_session, tmp_path):
+    from ray.rllib.algorithms.algorithm import Algorithm
+
+    algo, result = train(tiny_config(), steps=40, progress=False)
+    caps = result["evaluation"]["caps"]
+    assert sorted(caps["thresholds"], key=float) == ["10", "20", "40"]
+    for r in caps["thresholds"].values():
+        assert r["episodes"] == 2 and r["mean_length"] == 200
+        assert sum(r["head_usage"].values()) == pytest.approx(1.0)
+        assert r["normalized_cost"] == pytest.approx(r["cost"] / r["threshold"])
+    again = algo.evaluate()["caps"]
+    for key, r in caps["thresholds"].items():
+        assert again["thresholds"][key]["reward"] == pytest.approx(r["reward"])
+        assert again["thresholds"][key]["cost"] == pytest.approx(r["cost"])
+
+    obs = TransitionDataset.from_parquet(BUNDLED).tensors["obs"][:32]
+    spent, step = torch.zeros(32), torch.zeros(32)
+    module = algo.get_module()
+    before_actions, before_heads = module.switching_actions(obs, spent, step, 20.0)
+    algo.save_to_path(tmp_path / "ckpt")
+    algo.stop()
+
+    restored = Algorithm.from_checkpoint(tmp_path / "ckpt")
+    restored_actions, restored_heads = restored.get_module().switching_actions(obs, spent, step, 20.0)
+    restored.stop()
+    policy = CAPSPolicy.from_checkpoint(tmp_path / "ckpt")
+    assert policy.task == "BallCircle" and policy.num_heads == 3
+    policy.reset(threshold=20.0, batch_size=32)
+    policy_actions = policy.act(obs.numpy(), np.zeros(32))
+    torch.testing.assert_close(restored_actions, before_actions)
+    assert restored_heads.equal(before_heads) and np.array_equal(policy.last_heads, before_heads.numpy())
+    np.testing.assert_allclose(policy_actions, before_actions.detach().numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_two_learners_stay_in_sync_under_ddp(ray_session):
+    config = tiny_config(eval_episodes=0, num_learners=2).learners(num_cpus_per_learner=0.5)
+    algo = config.build_algo()
+    initial = algo.learner_group.get_weights()
+    algo.train()
+    weights = algo.learner_group.foreach_learner(lambda learner: learner.get_state(components="rl_module"))
+    weights = [w.get() if hasattr(w, "get") else w for w in weights]
+    algo.stop()
+    first, second = (w["rl_module"]["default_policy"] for w in weights)
+    changed = False
+    for name, value in first.items():
+        np.testing.assert_array_equal(value, second[name], err_msg=name)
+        changed |= not np.array_equal(value, initial["default_policy"][name])
+    assert changed, "training did not change any weight"
+
+
+def test_learning_on_bundled_dataset(ray_session, tmp_path):
+    """A short CPU run: cost grows with κ yet stays within κ, and κ = 40 beats the cost head alone."""
+    task = get_task("BallCircle")
+    config = build_config("BallCircle", BUNDLED, steps=4000, heads=2, hidden=[256, 256], batch_size=256,
+                          updates_per_iteration=1000, eval_episodes=0, seed=0)
+    algo, _ = train(config, steps=4000, progress=False)
+    algo.save_to_path(tmp_path / "ckpt")
+    algo.stop()
+    policy = CAPSPolicy.from_checkpoint(tmp_path / "ckpt")
+    results = evaluate_policy(policy, task, [10, 20, 40], episodes=10, progress=False)
+    cost_head = evaluate_policy(policy, task, [40], episodes=10, fixed_head=1, progress=False)
+    costs = [results["thresholds"][k]["cost"] for k in ("10", "20", "40")]
+    assert costs[0] <= costs[1] <= costs[2], costs
+    assert costs[2] > costs[0], costs
+    for kappa, cost in zip((10, 20, 40), costs, strict=True):
+        assert cost <= kappa, (kappa, costs)
+    assert results["thresholds"]["40"]["reward"] > cost_head["thresholds"]["40"]["reward"]

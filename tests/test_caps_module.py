@@ -1,0 +1,128 @@
+"""The CAPS RLModule and cost-budget connector without Ray running: shapes, inference-only copy,
+the switching rule wiring, and the shared vs independent actor."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from ray.rllib.core.columns import Columns
+from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+
+from rllib_caps.caps.caps import CAPSConfig
+from rllib_caps.caps.cost_budget_connector import CostBudget
+from rllib_caps.caps.keys import COST_SPENT, HEAD, STEP
+from rllib_caps.caps.torch.default_caps_torch_rl_module import DefaultCAPSTorchRLModule
+from rllib_caps.switching import remaining_budget_threshold, select_heads
+
+OBS, ACT = 6, 2
+
+
+def make_module(num_heads: int = 4, shared: bool = True, inference_only: bool = False, implementation="paper"):
+    obs_space = gym.spaces.Box(-np.inf, np.inf, (OBS,), np.float32)
+    act_space = gym.spaces.Box(-2.0, 2.0, (ACT,), np.float32)
+    module = DefaultCAPSTorchRLModule(
+        observation_space=obs_space, action_space=act_space, inference_only=inference_only,
+        model_config={"hidden": [16, 16], "num_heads": num_heads, "shared_actor": shared,
+                      "learn_std": implementation == "paper", "cost_maximize": implementation == "code",
+                      "gamma": 0.99, "horizon": 50, "task": None},
+    )
+    if not inference_only:
+        module.make_target_networks()
+    return module
+
+
+def test_shared_actor_has_one_body_and_k_heads_independent_has_k_bodies():
+    shared, independent = make_module(4, shared=True), make_module(4, shared=False)
+    assert len(shared.actor.bodies) == 1 and len(shared.actor.heads) == 4
+    assert len(independent.actor.bodies) == 4
+    n_shared = sum(p.numel() for p in shared.actor.parameters())
+    n_indep = sum(p.numel() for p in independent.actor.parameters())
+    body = sum(p.numel() for p in shared.actor.bodies[0].parameters())
+    assert n_indep - n_shared == 3 * body
+
+
+def test_learned_std_only_in_paper_mode():
+    assert isinstance(make_module(implementation="paper").actor.log_std, torch.nn.Parameter)
+    code = make_module(implementation="code").actor
+    assert not isinstance(code.log_std, torch.nn.Parameter) and torch.all(code.log_std == 0)
+
+
+def test_inference_only_module_keeps_actor_and_q_critics_only():
+    module = make_module(inference_only=True)
+    assert hasattr(module, "qr") and hasattr(module, "qc") and hasattr(module, "actor")
+    assert not hasattr(module, "vr") and not hasattr(module, "vc")
+    full = make_module()
+    state = full.get_state(inference_only=True)
+    module.set_state(state)  # must not raise on missing/extra keys
+    obs = torch.randn(5, OBS)
+    np.testing.assert_array_equal(module.actor(obs).detach(), full.actor(obs).detach())
+
+
+def test_forward_inference_is_the_switching_rule_on_head_values():
+    torch.manual_seed(0)
+    module = make_module(num_heads=4)
+    module.set_cost_threshold(3.0)
+    obs = torch.randn(64, OBS)
+    spent, step = torch.rand(64) * 4, torch.randint(0, 50, (64,)).float()
+    out = module.forward_inference({Columns.OBS: obs, COST_SPENT: spent, STEP: step})
+    means, q_reward, q_cost = module.head_values(obs)
+    expected = select_heads(q_reward, q_cost, remaining_budget_threshold(3.0, spent, step, 50, 0.99))
+    torch.testing.assert_close(out[HEAD], expected)
+    torch.testing.assert_close(out[Columns.ACTIONS], means[torch.arange(64), expected])
+    assert out[Columns.ACTIONS].abs().max() <= 1.0
+    assert module.forward_exploration({Columns.OBS: obs, COST_SPENT: spent, STEP: step})[HEAD].equal(expected)
+
+
+def test_cost_estimate_is_pessimistic_in_both_sign_conventions():
+    for implementation, sign in (("paper", 1.0), ("code", -1.0)):
+        module = make_module(implementation=implementation)
+        obs = torch.randn(8, OBS)
+        means, _, q_cost = module.head_values(obs)
+        obs_k = obs.unsqueeze(1).expand(-1, module.num_heads, -1)
+        q1, q2 = module.qc(obs_k, means)
+        torch.testing.assert_close(q_cost, torch.max(sign * q1, sign * q2))
+
+
+def test_cost_budget_connector_accumulates_info_cost_and_counts_steps():
+    episode = SingleAgentEpisode(observations=[np.zeros(OBS, np.float32)], infos=[{}],
+                                 observation_space=gym.spaces.Box(-1, 1, (OBS,)),
+                                 action_space=gym.spaces.Box(-1, 1, (ACT,)))
+    connector = CostBudget()
+    costs = [0.0, 1.0, 0.0, 2.5]
+    seen = []
+    for t in range(len(costs) + 1):
+        batch = connector(rl_module=None, batch={}, episodes=[episode])
+        seen.append((list(batch[COST_SPENT].values())[0][0], list(batch[STEP].values())[0][0]))
+        if t < len(costs):
+            episode.add_env_step(np.zeros(OBS, np.float32), np.zeros(ACT, np.float32), 0.0,
+                                 infos={"cost": costs[t]})
+    assert seen == [(0.0, 0.0), (0.0, 1.0), (1.0, 2.0), (1.0, 3.0), (3.5, 4.0)]
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [({"num_heads": 1}, "num_heads"), ({"num_heads": 4, "lambdas": [1.0]}, "lambdas"),
+     ({"implementation": "other"}, "implementation"), ({"awr_beta": 0.0}, "awr_beta"),
+     ({"expectile_cost": 1.0}, "expectile_cost")],
+)
+def test_config_rejects_bad_settings_naming_the_setting(settings, message, tmp_path):
+    config = CAPSConfig().environment("BallCircle").offline_data(input_=str(tmp_path)).training(**settings)
+    with pytest.raises(ValueError, match=message):
+        config.validate()
+
+
+def test_config_requires_offline_input():
+    with pytest.raises(ValueError, match="offline_data"):
+        CAPSConfig().environment("BallCircle").validate()
+
+
+def test_config_defaults_are_the_papers_and_spaces_come_from_the_registry(tmp_path):
+    config = CAPSConfig().environment("BallCircle").offline_data(input_=str(tmp_path))
+    config.validate()
+    assert (config.awr_beta, config.expectile_reward, config.tau, config.gamma) == (3.0, 0.7, 0.005, 0.99)
+    assert (config.train_batch_size_per_learner, config.hidden, config.num_heads) == (512, [512, 512], 2)
+    assert config.thresholds == [10.0, 20.0, 40.0] and config.resolved_horizon == 200
+    assert config.observation_space.shape == (8,) and config.action_space.shape == (2,)
+    assert CAPSConfig().training(num_heads=4).resolved_lambdas == pytest.approx([2 / 3, 4 / 3])
