@@ -66,7 +66,7 @@ def test_two_learners_stay_in_sync_under_ddp(ray_session):
     initial = algo.learner_group.get_weights()
     algo.train()
     weights = algo.learner_group.foreach_learner(lambda learner: learner.get_state(components="rl_module"))
-    weights = [w.get() if hasattr(w, "get") else w for w in weights]
+    weights = [call.get() for call in weights]
     algo.stop()
     first, second = (w["rl_module"]["default_policy"] for w in weights)
     changed = False

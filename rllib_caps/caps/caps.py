@@ -255,7 +255,7 @@ class CAPS(Algorithm):
             results = self.learner_group.foreach_learner(
                 lambda learner: learner.update_from_dataset(num_updates=num_updates)
             )
-        results = [r.get() if hasattr(r, "get") else r for r in results]
+        results = [call.get() for call in results]  # RemoteCallResults, local learner or not
         self.metrics.aggregate(results, key=LEARNER_RESULTS)
         steps = num_updates * self.config.train_batch_size_per_learner * max(1, self.config.num_learners)
         self.metrics.log_value(NUM_ENV_STEPS_TRAINED_LIFETIME, steps, reduce="lifetime_sum")
