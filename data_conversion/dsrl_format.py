@@ -30,7 +30,11 @@ H5_CHUNK_ROWS = 4096  # rows per HDF5 chunk (about 0.5 MB for a 34-dim observati
 READ_CHUNK_ROWS = 131072  # rows per read of `DsrlReader.chunks`, a multiple of H5_CHUNK_ROWS
 
 
-class DsrlFormatError(ValueError):
+class DatasetError(Exception):
+    """A problem with a dataset file or its conversion that the user can fix; one-line message."""
+
+
+class DsrlFormatError(DatasetError, ValueError):
     """A DSRL HDF5 file is unreadable or breaks the format; the message names the file and key."""
 
     def __init__(self, path: str | os.PathLike[str], key: str | None, problem: str) -> None:
