@@ -8,27 +8,13 @@ Every env returned by :func:`make_env` steps with the 5-tuple API, reports the s
 from __future__ import annotations
 
 import functools
-import random
 from collections.abc import Mapping
 from typing import Any
 
 import gymnasium
 import numpy as np
-from gymnasium.utils import seeding
 
 from rllib_caps.tasks import TASKS, TaskSpec, get_task
-
-
-class BulletSeeding(gymnasium.Wrapper):
-    """Makes ``reset(seed=s)`` reproducible for Bullet-Safety-Gym, which ignores the seed and draws from
-    the global ``random`` and ``numpy.random`` generators: seed those and the env's own generator."""
-
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
-        if seed is not None:
-            random.seed(seed)
-            np.random.seed(seed)
-            self.env.unwrapped.np_random = seeding.np_random(seed)[0]
-        return self.env.reset(seed=seed, options=options)
 
 
 class FirstResetSeed(gymnasium.Wrapper):
@@ -45,18 +31,12 @@ class FirstResetSeed(gymnasium.Wrapper):
         return self.env.reset(seed=seed, options=options)
 
 
-def _make_registered(env_id: str, **kwargs: Any) -> gymnasium.Env:
-    """Instantiate a gymnasium-registered env from its entry point, without gymnasium.make's wrappers."""
-    spec = gymnasium.spec(env_id)
-    return gymnasium.envs.registration.load_env_creator(spec.entry_point)(**{**spec.kwargs, **kwargs})
-
-
 def _make_simulator_env(task: TaskSpec, **kwargs: Any) -> gymnasium.Env:
     """The task's simulator env with the 5-tuple API and ``info["cost"]``, before the time limit."""
     if task.suite == "bullet":
-        import bullet_safety_gym  # noqa: F401  (registers the Safety*-v0 ids with gymnasium)
+        from rllib_caps.compat.bullet_safety_gym import make_bullet_safety_gym_env
 
-        return BulletSeeding(_make_registered(task.env_id, **kwargs))
+        return make_bullet_safety_gym_env(task.env_id, **kwargs)
     if task.suite in ("safetygym", "velocity"):
         from rllib_caps.compat.safety_gymnasium import make_safety_gymnasium_env
 

@@ -103,6 +103,25 @@ def _control_cost_in_float64() -> None:
         getattr(module, class_name).control_cost = control_cost
 
 
+# A 32x32 built-in sky: compiling it takes microseconds.
+_LIGHT_SKYBOX = {"@type": "skybox", "@builtin": "gradient", "@rgb1": "0.4 0.6 0.8", "@rgb2": "0 0 0",
+                 "@width": "32", "@height": "32"}
+
+
+def _light_skybox() -> None:
+    """Every navigation reset recompiles the model twice, decoding 24 MB of skybox PNGs (~98% of reset
+    time); the sky shows only in rendered frames, so ``World.build`` gets a built-in gradient sky instead."""
+    import yaml
+    from safety_gymnasium import world
+
+    def load(stream: Any, Loader: Any) -> Any:  # noqa: N803  (yaml.load's own argument name)
+        config = yaml.load(stream, Loader=Loader)  # noqa: S506  (the package's own assets.yaml)
+        config["textures"]["skybox"] = dict(_LIGHT_SKYBOX)
+        return config
+
+    world.yaml = types.SimpleNamespace(load=load, FullLoader=yaml.FullLoader)
+
+
 def import_safety_gymnasium() -> types.ModuleType:
     """Import Safety-Gymnasium with the fixes applied (idempotent)."""
     _alias_moved_gymnasium_wrappers()
@@ -111,6 +130,7 @@ def import_safety_gymnasium() -> types.ModuleType:
         module = importlib.import_module("safety_gymnasium")
         importlib.import_module("safety_gymnasium.builder")  # imports every task, agent and asset dataclass
     _control_cost_in_float64()
+    _light_skybox()
     return module
 
 
