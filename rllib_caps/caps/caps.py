@@ -23,10 +23,14 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.offline.offline_data import OfflineData
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.metrics import (
+    ENV_RUNNER_RESULTS,
+    EPISODE_LEN_MEAN,
+    EPISODE_RETURN_MEAN,
     EVALUATION_RESULTS,
     LEARNER_RESULTS,
     LEARNER_UPDATE_TIMER,
     NUM_ENV_STEPS_TRAINED_LIFETIME,
+    NUM_EPISODES,
     TIMERS,
 )
 from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
@@ -271,23 +275,31 @@ def evaluate_at_thresholds(algorithm: CAPS, eval_runners: Any) -> tuple[dict, in
     config: CAPSConfig = algorithm.config
     task = config.task
     min_reward, max_reward = (task.min_reward, task.max_reward) if task else (0.0, 1.0)
-    summaries = []
+    summaries, all_outcomes = [], []
     for threshold in config.thresholds:
         eval_runners.foreach_env_runner(lambda er, k=threshold: er.module.set_cost_threshold(k),
                                         local_env_runner=True)
         outcomes = _sample_outcomes(eval_runners, config.evaluation_duration, config.num_heads)
+        all_outcomes += outcomes
         summaries.append(summarize(outcomes, threshold, min_reward, max_reward))
-    env_steps = sum(round(s.episodes * s.mean_length) for s in summaries)
+    env_steps = sum(o.length for o in all_outcomes)
     results = results_dict(summaries)
-    _log_evaluation(algorithm, results)
+    _log_evaluation(algorithm, results, all_outcomes)
     return {"caps": results}, env_steps, env_steps
 
 
-def _log_evaluation(algorithm: CAPS, results: dict) -> None:
-    """Puts the results where RLlib's ``evaluate()`` reads them: ``evaluation/caps/...`` in the metrics."""
-    logger = MetricsLogger()
-    logger.log_dict(results, window=1)
-    algorithm.metrics.aggregate([logger.reduce()], key=(EVALUATION_RESULTS, "caps"))
+def _log_evaluation(algorithm: CAPS, results: dict, outcomes: list[EpisodeOutcome]) -> None:
+    """Puts the results where RLlib's ``evaluate()`` reads them: ``evaluation/caps/...``, plus RLlib's
+    usual ``evaluation/env_runners`` episode statistics over all thresholds."""
+    caps_logger, runner_logger = MetricsLogger(), MetricsLogger()
+    caps_logger.log_dict(results, window=1)
+    runner_logger.log_dict({
+        EPISODE_RETURN_MEAN: float(np.mean([o.reward for o in outcomes])),
+        EPISODE_LEN_MEAN: float(np.mean([o.length for o in outcomes])),
+        NUM_EPISODES: len(outcomes),
+    }, window=1)
+    algorithm.metrics.aggregate([caps_logger.reduce()], key=(EVALUATION_RESULTS, "caps"))
+    algorithm.metrics.aggregate([runner_logger.reduce()], key=(EVALUATION_RESULTS, ENV_RUNNER_RESULTS))
 
 
 def _sample_outcomes(eval_runners: Any, num_episodes: int, num_heads: int) -> list[EpisodeOutcome]:
