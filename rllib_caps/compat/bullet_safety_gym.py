@@ -1,14 +1,15 @@
 """Run Bullet-Safety-Gym 1.4.0 reproducibly, and wherever ``sys.stdout``/``sys.stderr`` are replaced.
 
-The simulator itself runs unchanged under gymnasium 1.x; two things around it need fixing.
+The simulator itself runs unchanged under gymnasium 1.x; its output redirection and its seeding need help.
 """
 
 from __future__ import annotations
 
-import ctypes
+import contextlib
 import importlib
 import random
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import gymnasium
@@ -16,26 +17,17 @@ import numpy as np
 from gymnasium.utils import seeding
 
 
-def _import_builder_with_real_stderr() -> None:
-    """At import, bullet_safety_gym looks up a libc symbol named after ``sys.stderr.name`` to hide pybullet's
-    banner; under pytest's capture or Jupyter that name is no libc symbol, so import with the real stderr."""
-    if "bullet_safety_gym.envs.builder" in sys.modules:
-        return
-    replaced, sys.stderr = sys.stderr, sys.__stderr__
+@contextlib.contextmanager
+def _real_std_streams() -> Iterator[None]:
+    """Bullet-Safety-Gym hides pybullet's C-level output by redirecting the file descriptor behind
+    ``sys.stdout``/``sys.stderr``, found via ``.fileno()`` and a libc symbol named after ``.name``; replaced
+    streams (pytest's capture, Jupyter, StringIO) have neither, so it gets the process's real streams."""
+    replaced = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
     try:
-        importlib.import_module("bullet_safety_gym")  # registers the Safety*-v0 ids with gymnasium
-        importlib.import_module("bullet_safety_gym.envs.builder")
+        yield
     finally:
-        sys.stderr = replaced
-
-
-def _flush_c_streams_by_null() -> None:
-    """Each env creation repeats that symbol lookup for ``sys.stdout``; ``fflush(NULL)`` flushes every C
-    stream without naming one."""
-    from bullet_safety_gym.envs.builder import RedirectStream
-
-    libc = ctypes.CDLL(None)
-    RedirectStream._flush_c_stream = staticmethod(lambda stream: libc.fflush(None))
+        sys.stdout, sys.stderr = replaced
 
 
 class BulletSeeding(gymnasium.Wrapper):
@@ -53,8 +45,8 @@ class BulletSeeding(gymnasium.Wrapper):
 def make_bullet_safety_gym_env(env_id: str, **kwargs: Any) -> gymnasium.Env:
     """Create a Bullet-Safety-Gym env (e.g. ``SafetyBallCircle-v0``), seedable at reset, without a time
     limit or gymnasium.make's checker wrappers. The step cost is in ``info["cost"]``."""
-    _import_builder_with_real_stderr()
-    _flush_c_streams_by_null()
-    spec = gymnasium.spec(env_id)
-    creator = gymnasium.envs.registration.load_env_creator(spec.entry_point)
-    return BulletSeeding(creator(**{**spec.kwargs, **kwargs}))
+    with _real_std_streams():
+        importlib.import_module("bullet_safety_gym")  # registers the Safety*-v0 ids with gymnasium
+        spec = gymnasium.spec(env_id)
+        creator = gymnasium.envs.registration.load_env_creator(spec.entry_point)  # imports the builder
+        return BulletSeeding(creator(**{**spec.kwargs, **kwargs}))
