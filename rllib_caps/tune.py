@@ -34,7 +34,6 @@ logger = logging.getLogger("rllib_caps.tune")
 TRIAL_INDEX = "__trial_index__"  # ray.tune.search.repeater.TRIAL_INDEX: the repeat (seed) index under Repeater
 SEARCHED_KEYS = ("awr_beta", "lambdas")  # what `--search optuna` tunes; under the trial config's "search" key
 METRIC_KEYS = ("normalized_reward", "normalized_cost", "safe", "objective")
-CONFIG_ONLY_KEYS = ("training", "overrides", "search")  # YAML keys that have no command-line flag
 INFEASIBLE_FLOOR = -1000.0  # objective of a config with normalised cost > 1, minus its violation
 
 
@@ -72,7 +71,7 @@ class SweepOptions:
     num_samples: int = 10
     training: dict[str, Any] = field(default_factory=dict)
     overrides: dict[str, Any] = field(default_factory=dict)
-    search_space: dict[str, Any] = field(default_factory=dict)  # YAML key "search" when it is a mapping
+    search_space: dict[str, Any] = field(default_factory=dict)  # Optuna ranges (rllib_caps.search)
 
     @property
     def experiment_dir(self) -> Path:
@@ -91,7 +90,8 @@ class SweepOptions:
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:
-    """A sweep YAML: any option by its flag's name with underscores, plus ``training`` and ``overrides``."""
+    """A sweep YAML: any option by its flag's name with underscores, plus ``training``, ``overrides`` and
+    ``search_space``."""
     path = Path(path)
     try:
         data = yaml.safe_load(path.read_text()) or {}
@@ -101,13 +101,10 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
         raise SweepError(f"--config {path}: not valid YAML: {err}") from err
     if not isinstance(data, dict):
         raise SweepError(f"--config {path}: expected a mapping of options, got {type(data).__name__}")
-    known = {f.name for f in fields(SweepOptions)} - {"search_space", "resume", "address", "dashboard"}
-    unknown = sorted(set(data) - known - set(CONFIG_ONLY_KEYS))
+    known = {f.name for f in fields(SweepOptions)} - {"resume", "address", "dashboard"}
+    unknown = sorted(set(data) - known)
     if unknown:
         raise SweepError(f"--config {path}: unknown keys {unknown}; valid keys: {sorted(known)}")
-    if isinstance(data.get("search"), dict):
-        data["search_space"] = data.pop("search")
-        data.setdefault("search", None)
     if isinstance(data.get("tasks"), list):
         data["tasks"] = ",".join(data["tasks"])
     return data
@@ -192,18 +189,17 @@ def sweep_metrics(evaluation: Mapping[str, Any] | None) -> dict[str, float]:
             "objective": constrained_objective(mean["normalized_reward"], mean["normalized_cost"])}
 
 
-def _trial_class():
-    """:class:`CAPSTrial`, defined on first use so that importing this module does not import RLlib."""
-    global CAPSTrial
-    if "CAPSTrial" in globals():
-        return CAPSTrial
+def _define_tune_classes() -> None:
+    """Defines :class:`CAPSTrial` and :class:`TrialLogger` on first use (see ``__getattr__``), so that importing
+    this module, ``--help`` and argument errors do not wait for RLlib and Tune to import."""
     from ray.rllib.utils.metrics import EVALUATION_RESULTS
+    from ray.tune import Callback
     from ray.tune.result import DONE
 
     from rllib_caps.caps.caps import CAPS
 
-    class _CAPSTrial(CAPS):
-        """CAPS as a Tune trainable whose config names one (task, K, seed); ends after the evaluation."""
+    class CAPSTrial(CAPS):
+        """CAPS as a Tune trainable whose config names one (task, K, seed); ends after its evaluation."""
 
         def __init__(self, config: dict[str, Any], **kwargs: Any) -> None:
             built = caps_config(config)
@@ -219,9 +215,35 @@ def _trial_class():
             metrics = sweep_metrics(result.get(EVALUATION_RESULTS, {}).get("caps"))
             return {**metrics, **result, DONE: self.iteration + 1 >= self._iterations}
 
-    _CAPSTrial.__name__ = _CAPSTrial.__qualname__ = "CAPSTrial"
-    CAPSTrial = _CAPSTrial
-    return CAPSTrial
+    class TrialLogger(Callback):
+        """Tune callback: one log line per finished trial with its normalised reward and cost."""
+
+        def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+            r, c = trial.last_result, trial.config
+            logger.info("finished %s K=%s seed=%s: normalised reward %.3f, cost %.3f (%s)", c["task"], c["heads"],
+                        trial_seed(c), r.get("normalized_reward", math.nan), r.get("normalized_cost", math.nan),
+                        "safe" if r.get("safe") == 1 else "UNSAFE")
+
+        def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+            logger.error("trial %s K=%s seed=%s failed; see %s", trial.config["task"], trial.config["heads"],
+                         trial_seed(trial.config), trial.path)
+
+    for cls in (CAPSTrial, TrialLogger):
+        cls.__module__, cls.__qualname__ = __name__, cls.__name__
+        globals()[cls.__name__] = cls
+
+
+def _tune_class(name: str) -> type:
+    if name not in globals():
+        _define_tune_classes()
+    return globals()[name]
+
+
+def __getattr__(name: str) -> Any:
+    """Lazy module attributes: pickle finds ``rllib_caps.tune.CAPSTrial`` through this in Ray workers."""
+    if name in ("CAPSTrial", "TrialLogger"):
+        return _tune_class(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -282,41 +304,18 @@ def check_trials(options: SweepOptions, tasks: Sequence[TaskSpec], setup: Mappin
                                  f"(--config training/overrides): {err}") from err
 
 
-class TrialLogger:
-    """Tune callback: one log line per finished trial with its normalised reward and cost."""
-
-    def __new__(cls):
-        from ray.tune import Callback
-
-        class _TrialLogger(Callback):
-            def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-                r = trial.last_result
-                config = trial.config
-                seed = trial_seed(config)
-                logger.info("finished %s: %s K=%s seed=%s: normalised reward %.3f, cost %.3f (%s)", trial.trial_id,
-                            config["task"], config["heads"], seed, r.get("normalized_reward", math.nan),
-                            r.get("normalized_cost", math.nan), "safe" if r.get("safe") == 1 else "UNSAFE")
-
-            def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-                logger.error("trial %s (%s K=%s) failed; see %s", trial.trial_id, trial.config["task"],
-                             trial.config["heads"], trial.path)
-
-        return _TrialLogger()
-
-
 def _trial_name(trial: Any) -> str:
     c = trial.config
-    seed = f"seed{c['seed']}" if "seed" in c else f"rep{c.get(TRIAL_INDEX, 0)}"
-    return f"{c['task']}_K{c['heads']}_{seed}_{trial.trial_id}"
+    return f"{c['task']}_K{c['heads']}_seed{trial_seed(c)}_{trial.trial_id}"
 
 
 def run_experiment(options: SweepOptions, experiment_dir: Path, param_space: dict[str, Any], *,
-                   concurrency: int, search_alg: Any = None, num_samples: int = 1) -> Any:
-    """Runs (or with ``options.resume`` continues) one Tune experiment of CAPS trials; returns the ResultGrid."""
+                   concurrency: int, resume: bool, search_alg: Any = None, num_samples: int = 1) -> Any:
+    """Runs (or with ``resume``, continues) one Tune experiment of CAPS trials; returns the ResultGrid."""
     from ray import tune
 
-    trainable = _trial_class()
-    if options.resume:
+    trainable = _tune_class("CAPSTrial")
+    if resume:
         if not tune.Tuner.can_restore(str(experiment_dir)):
             raise SweepError(f"--resume: no Tune experiment to resume at {experiment_dir} (check --storage/--name)")
         logger.info("resuming %s: finished trials are kept, unfinished and errored ones continue", experiment_dir)
@@ -335,7 +334,7 @@ def run_experiment(options: SweepOptions, experiment_dir: Path, param_space: dic
                 failure_config=tune.FailureConfig(max_failures=options.max_failures),
                 checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=options.checkpoint_every,
                                                         checkpoint_at_end=True, num_to_keep=2),
-                callbacks=[TrialLogger()],
+                callbacks=[_tune_class("TrialLogger")()], verbose=1,
             ),
         )
     return tuner.fit()
@@ -365,7 +364,7 @@ def run_sweep(options: SweepOptions) -> Path:
                 num_trials, len(tasks), len(options.seeds), options.heads, resources.concurrency, resources.cpus,
                 resources.gpus, options.experiment_dir)
     run_experiment(options, options.experiment_dir, grid_param_space(options, tasks, setup),
-                   concurrency=resources.concurrency)
+                   concurrency=resources.concurrency, resume=options.resume)
     return options.experiment_dir
 
 
@@ -376,7 +375,7 @@ def run_sweep(options: SweepOptions) -> Path:
 def dashboard_message(url: str | None, joined: bool) -> str:
     """Where the dashboard is and how to get past Ray 2.60's token authentication."""
     if not url:
-        return "no Ray dashboard (start with --dashboard, or the cluster was started without one)"
+        return "the Ray cluster runs no dashboard"
     lines = [f"Ray dashboard: http://{url}" + (" (of the cluster this sweep joined)" if joined else "")]
     mode = os.environ.get("RAY_AUTH_MODE", "").lower()
     if mode == "disabled":
@@ -391,15 +390,18 @@ def dashboard_message(url: str | None, joined: bool) -> str:
     return "\n".join(lines)
 
 
-def start_ray(address: str | None, dashboard: bool) -> str:
-    """Joins ``address`` or starts local Ray (with the dashboard if asked); returns the dashboard message."""
+def start_ray(address: str | None, dashboard: bool) -> str | None:
+    """Joins ``address`` or starts local Ray (with the dashboard if asked); returns the dashboard message
+    (None for a local run without the dashboard)."""
     import ray
 
     if address:
         context = ray.init(address=address, log_to_driver=False)
     else:
         context = ray.init(include_dashboard=dashboard, dashboard_host="127.0.0.1", log_to_driver=False)
-    return dashboard_message(context.dashboard_url if (dashboard or address) else None, joined=bool(address))
+    if not (dashboard or address):
+        return None
+    return dashboard_message(context.dashboard_url, joined=bool(address))
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -419,42 +421,44 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                "batch_size, eval_episodes, awr_beta, ...); `overrides` holds per-suite or per-task settings, "
                "each optionally per K (e.g. overrides: {metadrive: {steps: 200000}, BallCircle: {K4: "
                "{lambdas: [0.5, 1.5]}}}). See tune_configs/ and docs/sweeps.md.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        argument_default=None,
     )
+    d = SweepOptions()  # the defaults, shown in [brackets]
     g = p.add_argument_group("what to run")
     g.add_argument("--config", help="sweep YAML, e.g. tune_configs/quickstart.yaml (default name: its stem)")
     g.add_argument("--tasks", help="'all', a suite (" + ", ".join(SUITES) + ") or a comma list of tasks "
-                   "[BallCircle]")
-    g.add_argument("--seeds", type=int, nargs="+", help="training seeds [0 10 20]")
-    g.add_argument("--heads", type=int, nargs="+", help="numbers of policy heads K, e.g. 2 4 8 [2]")
-    g.add_argument("--data-root", help="directory with one converted dataset per task, ROOT/<Task>/ [datasets]")
+                   f"[{d.tasks}]")
+    g.add_argument("--seeds", type=int, nargs="+", help=f"training seeds [{' '.join(map(str, d.seeds))}]")
+    g.add_argument("--heads", type=int, nargs="+",
+                   help=f"numbers of policy heads K, e.g. 2 4 8 [{' '.join(map(str, d.heads))}]")
+    g.add_argument("--data-root", help=f"directory with one converted dataset per task, ROOT/<Task>/ [{d.data_root}]")
     g.add_argument("--steps", type=int, help="gradient steps per trial (overrides training.steps)")
     g.add_argument("--eval-episodes", type=int, help="evaluation episodes per threshold (overrides training)")
     g.add_argument("--eval-runners", type=int, help="remote evaluation EnvRunners per trial, 0: in the trial "
                    "process (overrides training.eval_runners)")
     g = p.add_argument_group("where results go")
-    g.add_argument("--storage", help="results directory [results]")
-    g.add_argument("--name", help="experiment name: results in STORAGE/NAME [the --config stem, else sweep]")
+    g.add_argument("--storage", help=f"results directory [{d.storage}]")
+    g.add_argument("--name", help=f"experiment name: results in STORAGE/NAME [the --config stem, else {d.name}]")
     g.add_argument("--resume", action="store_true", default=None,
                    help="continue the interrupted experiment STORAGE/NAME: finished trials are kept, unfinished "
                         "and errored ones continue from their last checkpoint")
     g = p.add_argument_group("search")
     g.add_argument("--search", choices=("optuna",), help="Optuna over awr_beta (β) and the K-2 middle λ_k, per task "
                    "and K; each sample runs every seed; best parameters go to STORAGE/NAME/best_params.yaml")
-    g.add_argument("--num-samples", type=int, help="Optuna samples per task and K [10]")
+    g.add_argument("--num-samples", type=int, help=f"Optuna samples per task and K [{d.num_samples}]")
     g = p.add_argument_group("cluster and resources")
     g.add_argument("--address", help="join this Ray cluster (e.g. auto or ray://host:10001) instead of starting one")
     g.add_argument("--dashboard", action="store_true", default=None,
                    help="start local Ray with the dashboard and print its URL and how to log in")
     g.add_argument("--num-gpus", type=float, help="GPUs the sweep uses in total, shared by the concurrent trials "
-                   "(0: CPU) [0]")
+                   f"(0: CPU) [{d.num_gpus:g}]")
     g.add_argument("--gpus-per-trial", type=float, help="GPUs per trial (overrides the share of --num-gpus)")
     g.add_argument("--cpus-per-trial", type=float, help="CPUs per trial, fractions allowed; with evaluation "
-                   "runners half go to them [1]")
+                   f"runners half go to them [{d.cpus_per_trial:g}]")
     g.add_argument("--max-concurrent", type=int, help="at most this many trials at once [as many as fit]")
-    g.add_argument("--max-failures", type=int, help="restarts of a failing trial from its last checkpoint [2]")
-    g.add_argument("--checkpoint-every", type=int, help="checkpoint every N iterations (and at the end) [10]")
+    g.add_argument("--max-failures", type=int,
+                   help=f"restarts of a failing trial from its last checkpoint [{d.max_failures}]")
+    g.add_argument("--checkpoint-every", type=int,
+                   help=f"checkpoint every N iterations (and at the end) [{d.checkpoint_every}]")
     return p.parse_args(argv)
 
 
@@ -471,7 +475,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from rllib_caps.report import write_report
 
-    print(start_ray(options.address, options.dashboard), flush=True)
+    message = start_ray(options.address, options.dashboard)
+    if message:
+        print(message, flush=True)
     try:
         if options.search == "optuna":
             from rllib_caps.search import run_search

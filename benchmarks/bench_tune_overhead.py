@@ -1,0 +1,110 @@
+"""What Ray Tune costs: N small CAPS trials as a Tune sweep vs the same trials back to back in one process
+with ``rllib_caps.train`` (build_config + train + checkpoint), in the same run and Ray instance.
+
+    .venv/bin/python benchmarks/bench_tune_overhead.py --data-root datasets --trials 4 --repetitions 3
+
+Rows: the direct baseline; Tune with one trial at a time (its per-trial overhead: a fresh actor process,
+result logging, checkpoints); Tune packing trials onto the CPUs (what a sweep gets). Prints one table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from rllib_caps.checkpoints import atomic_directory
+from rllib_caps.tune import SweepOptions, dataset_dir, run_sweep
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data-root", default="datasets", help="data root with ROOT/<task>/ (default: datasets)")
+    p.add_argument("--task", default="BallCircle")
+    p.add_argument("--trials", type=int, default=4, help="trials per run: seeds 0..N-1 (default 4)")
+    p.add_argument("--repetitions", type=int, default=3)
+    p.add_argument("--steps", type=int, default=400, help="gradient steps per trial (default 400)")
+    p.add_argument("--hidden", type=int, nargs="+", default=[64, 64])
+    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--eval-episodes", type=int, default=2, help="per threshold (default 2)")
+    return p.parse_args(argv)
+
+
+def training(args: argparse.Namespace) -> dict:
+    return {"steps": args.steps, "updates_per_iteration": max(1, args.steps // 2), "hidden": args.hidden,
+            "batch_size": args.batch_size, "eval_episodes": args.eval_episodes}
+
+
+def run_direct(args: argparse.Namespace, out: Path) -> None:
+    """The trials one after another in this process, each built, trained, evaluated and checkpointed."""
+    from rllib_caps.tasks import get_task
+    from rllib_caps.train import build_config, train
+
+    settings = training(args)
+    steps = settings.pop("steps")
+    data = dataset_dir(args.data_root, get_task(args.task))
+    for seed in range(args.trials):
+        config = build_config(args.task, data, steps=steps, heads=2, seed=seed, **settings)
+        algo, _ = train(config, steps, progress=False)
+        with atomic_directory(out / f"seed{seed}") as tmp:
+            algo.save_to_path(tmp)
+        algo.stop()
+
+
+def run_tune(args: argparse.Namespace, out: Path, concurrent: int | None) -> None:
+    run_sweep(SweepOptions(tasks=args.task, seeds=list(range(args.trials)), heads=[2], data_root=args.data_root,
+                           storage=str(out), name="sweep", training=training(args), max_concurrent=concurrent,
+                           cpus_per_trial=1.0, checkpoint_every=1000))
+
+
+def main(argv: list[str] | None = None) -> int:
+    import logging
+
+    import ray
+    import torch
+
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    cpus = os.cpu_count() or 1
+    ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
+    runners: dict[str, Callable[[Path], None]] = {
+        "direct: rllib_caps.train, back to back": lambda out: run_direct(args, out),
+        "Tune, 1 trial at a time": lambda out: run_tune(args, out, 1),
+        f"Tune, packed ({min(cpus, args.trials)} at a time)": lambda out: run_tune(args, out, None),
+    }
+    load = os.getloadavg()[0]
+    times: dict[str, list[float]] = {name: [] for name in runners}
+    for rep in range(args.repetitions):
+        order = list(runners) if rep % 2 == 0 else list(reversed(runners))  # alternate against drift
+        for name in order:
+            with tempfile.TemporaryDirectory(prefix="bench_tune_") as tmp:
+                start = time.perf_counter()
+                runners[name](Path(tmp))
+                times[name].append(time.perf_counter() - start)
+            print(f"  repetition {rep + 1}: {name}: {times[name][-1]:.1f} s", file=sys.stderr, flush=True)
+    ray.shutdown()
+
+    baseline = statistics.median(times[next(iter(runners))])
+    print(f"\nTune overhead: {args.trials} CAPS trials ({args.task}, K=2, {args.steps} gradient steps, hidden "
+          f"{args.hidden}, batch {args.batch_size}, {args.eval_episodes} evaluation episodes x 3 thresholds, "
+          "checkpoint at the end)")
+    print(f"machine: {platform.system()} {platform.machine()}, {cpus} CPUs, load average {load:.1f} at start "
+          f"-> {os.getloadavg()[0]:.1f} at end; Python {platform.python_version()}, Ray {ray.__version__}, "
+          f"torch {torch.__version__} ({torch.get_num_threads()} threads)")
+    print(f"repetitions: {args.repetitions} (order alternated); wall time of the whole set of trials\n")
+    print("| runner | min s | median s | max s | median / direct |")
+    print("|:---|---:|---:|---:|---:|")
+    for name, values in times.items():
+        print(f"| {name} | {min(values):.1f} | {statistics.median(values):.1f} | {max(values):.1f} | "
+              f"{statistics.median(values) / baseline:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

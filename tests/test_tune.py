@@ -1,0 +1,217 @@
+"""The sweep CLI: options, resources, per-trial settings (fast), and real Tune sweeps on CPU over tiny real
+datasets (slow): a 2 tasks × 2 seeds sweep with its report, and a sweep killed mid-way and resumed."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from datasets import make_data_root  # tests/datasets.py
+
+from rllib_caps.report import MainTable, load_trials, summarize, write_report
+from rllib_caps.tasks import get_task
+from rllib_caps.tune import (
+    SweepError,
+    SweepOptions,
+    constrained_objective,
+    dashboard_message,
+    dataset_dir,
+    load_config_file,
+    parse_args,
+    plan_resources,
+    resolve_options,
+    run_sweep,
+    trial_settings,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY_TRAINING = {"steps": 60, "updates_per_iteration": 30, "hidden": [16, 16], "batch_size": 32, "eval_episodes": 1}
+
+
+# ------------------------------------------------------------------------------------------------ fast
+
+def test_resources_pack_fractional_trials_and_share_gpus() -> None:
+    r = plan_resources(12, 2, 0, num_gpus=0, cpus_per_trial=0.5, gpus_per_trial=None, max_concurrent=None)
+    assert (r.cpus, r.gpus, r.concurrency) == (0.5, 0.0, 4)
+    r = plan_resources(12, 16, 1, num_gpus=1, cpus_per_trial=1, gpus_per_trial=None, max_concurrent=None)
+    assert (r.gpus, r.concurrency) == (pytest.approx(1 / 12), 12)
+    r = plan_resources(3, 16, 4, num_gpus=4, cpus_per_trial=1, gpus_per_trial=None, max_concurrent=None)
+    assert r.gpus == 1.0  # one learner per trial uses at most one GPU
+    r = plan_resources(12, 16, 2, num_gpus=2, cpus_per_trial=1, gpus_per_trial=0.5, max_concurrent=None)
+    assert (r.gpus, r.concurrency) == (0.5, 4)
+    r = plan_resources(12, 16, 0, num_gpus=0, cpus_per_trial=1, gpus_per_trial=None, max_concurrent=3)
+    assert r.concurrency == 3
+    with pytest.raises(SweepError, match="--num-gpus"):
+        plan_resources(4, 2, 0, num_gpus=1, cpus_per_trial=1, gpus_per_trial=None, max_concurrent=None)
+    with pytest.raises(SweepError, match="--cpus-per-trial"):
+        plan_resources(4, 2, 0, num_gpus=0, cpus_per_trial=3, gpus_per_trial=None, max_concurrent=None)
+
+
+def test_overrides_apply_suite_then_task_then_k() -> None:
+    training = {"steps": 100, "awr_beta": 3.0, "hidden": [8]}
+    overrides = {"metadrive": {"steps": 200, "expectile_reward": 0.5, "K4": {"awr_beta": 1.0}},
+                 "easysparse": {"steps": 300, "K4": {"lambdas": [0.5, 1.5]}}, "BallCircle": {"steps": 7}}
+    got = trial_settings(training, overrides, get_task("easysparse"), 4)
+    assert got == {"steps": 300, "awr_beta": 1.0, "hidden": [8], "expectile_reward": 0.5, "lambdas": [0.5, 1.5]}
+    assert trial_settings(training, overrides, get_task("easysparse"), 2)["awr_beta"] == 3.0
+    assert trial_settings(training, overrides, get_task("CarRun"), 2) == training
+
+
+def test_command_line_overrides_the_config_file(tmp_path: Path) -> None:
+    config = tmp_path / "small.yaml"
+    config.write_text(yaml.safe_dump({"tasks": ["BallRun", "CarRun"], "seeds": [1, 2], "data_root": "d",
+                                      "training": {"steps": 50}}))
+    options = resolve_options(parse_args(["--config", str(config), "--seeds", "7", "--steps", "9"]))
+    assert (options.tasks, options.seeds, options.data_root, options.name) == ("BallRun,CarRun", [7], "d", "small")
+    assert options.training_settings() == {"steps": 9}
+    assert options.heads == [2] and options.cpus_per_trial == 1.0  # defaults
+    config.write_text("seeds: [1]\nlearning_rate: 3\n")
+    with pytest.raises(SweepError, match=r"small.yaml: unknown keys \['learning_rate'\]"):
+        load_config_file(config)
+    with pytest.raises(SweepError, match="--tasks: unknown task or suite 'BallCircel'.*BallCircle"):
+        SweepOptions(tasks="BallCircel").task_specs()
+
+
+def test_missing_dataset_names_both_conversion_commands(tmp_path: Path) -> None:
+    with pytest.raises(SweepError) as err:
+        dataset_dir(tmp_path, get_task("CarRun"))
+    for text in ("--data-root", str(tmp_path / "CarRun"), "python -m data_conversion.dsrl_to_parquet",
+                 "python -m data_conversion.collect"):
+        assert text in str(err.value)
+
+
+def test_cli_errors_before_starting_ray(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "rllib_caps.tune", "--tasks", "BallCircel"], capture_output=True,
+                          text=True, cwd=ROOT, check=False)
+    assert proc.returncode == 2 and "closest valid names: BallCircle" in proc.stderr
+    assert "Started a local Ray instance" not in proc.stderr
+    help_text = subprocess.run([sys.executable, "-m", "rllib_caps.tune", "--help"], capture_output=True, text=True,
+                               cwd=ROOT, check=True).stdout
+    for flag in ("--tasks", "--seeds", "--heads", "--num-gpus", "--address", "--config", "--data-root", "--storage",
+                 "--name", "--resume", "--dashboard", "--search", "--num-samples", "--max-failures",
+                 "--gpus-per-trial", "--eval-runners"):
+        assert flag in help_text
+
+
+def test_dashboard_message_explains_token_auth(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
+    message = dashboard_message("127.0.0.1:8265", joined=False)
+    assert "http://127.0.0.1:8265" in message and "~/.ray/auth_token" in message
+    assert "ray get-auth-token" in message and "RAY_AUTH_MODE=disabled" in message
+    assert "head node" in dashboard_message("10.0.0.1:8265", joined=True)
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    assert "authentication is off" in dashboard_message("127.0.0.1:8265", joined=False)
+
+
+def test_constrained_objective_ranks_every_safe_result_above_every_unsafe_one() -> None:
+    assert constrained_objective(0.1, 1.0) > constrained_objective(0.9, 1.01)
+    assert constrained_objective(0.5, 0.2) > constrained_objective(0.4, 0.1)  # both safe: reward decides
+    assert constrained_objective(0.0, 1.5) > constrained_objective(0.9, 2.0)  # both unsafe: violation decides
+    assert constrained_objective(-5.0, 0.0) > constrained_objective(1.0, 1.0001)
+
+
+# ------------------------------------------------------------------------------------------------ slow
+
+@pytest.fixture(scope="session")
+def ray_address():
+    """A real local Ray with 2 CPUs, started once (or joined if another test module started one)."""
+    import ray
+
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray.get_runtime_context().gcs_address
+    if started:
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_data_root(tmp_path_factory.mktemp("data"), ["BallCircle", "BallRun"], episodes=4)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_sweep_over_two_tasks_and_two_seeds_reports_every_row(ray_address: str, data_root: Path,
+                                                              tmp_path: Path) -> None:
+    options = SweepOptions(tasks="BallCircle,BallRun", seeds=[0, 1], heads=[2], data_root=str(data_root),
+                           storage=str(tmp_path), name="grid", training=TINY_TRAINING, cpus_per_trial=1.0)
+    experiment = run_sweep(options)
+    records, unfinished = load_trials(experiment)
+    assert unfinished == []
+    assert sorted((r.task, r.seed) for r in records) == [("BallCircle", 0), ("BallCircle", 1), ("BallRun", 0),
+                                                         ("BallRun", 1)]
+    for r in records:
+        assert set(r.evaluation["thresholds"]) == {"10", "20", "40"}
+        assert all(t["episodes"] == 1 for t in r.evaluation["thresholds"].values())
+        assert r.checkpoint is not None and (r.checkpoint / "learner_group").is_dir()
+        last = json.loads((r.trial_dir / "result.json").read_text().splitlines()[-1])
+        assert last["training_iteration"] == 2 and last["normalized_cost"] == r.evaluation["mean"]["normalized_cost"]
+    table = MainTable(summarize(records))
+    assert [(row.task, row.config, row.seeds) for row in table.rows] == [("BallCircle", "K=2", (0, 1)),
+                                                                         ("BallRun", "K=2", (0, 1))]
+    report = write_report(experiment)
+    assert "| BallCircle |" in report.markdown and "| BallRun |" in report.markdown
+    assert "safe tasks" in report.markdown
+    with pytest.raises(SweepError, match="already exists: continue it with --resume"):
+        run_sweep(options)
+
+
+def _terminated_trials(experiment: Path) -> set[str]:
+    """Trial ids that Tune's saved experiment state records as finished."""
+    finished = set()
+    for state_file in experiment.glob("experiment_state-*.json"):
+        try:
+            state = json.loads(state_file.read_text())
+        except (json.JSONDecodeError, OSError):  # being rewritten
+            continue
+        for trial_json, _ in state.get("trial_data", []):
+            trial = json.loads(trial_json)
+            if trial.get("status") == "TERMINATED":
+                finished.add(trial["trial_id"])
+    return finished
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_killed_sweep_resumes_without_rerunning_finished_trials(ray_address: str, data_root: Path,
+                                                                tmp_path: Path) -> None:
+    config = tmp_path / "resume.yaml"
+    config.write_text(yaml.safe_dump({"tasks": "BallRun", "seeds": [0, 1, 2], "data_root": str(data_root),
+                                      "storage": str(tmp_path), "max_concurrent": 1, "checkpoint_every": 1,
+                                      "training": {**TINY_TRAINING, "thresholds": [20]}}))
+    command = [sys.executable, "-m", "rllib_caps.tune", "--config", str(config), "--address", ray_address]
+    experiment = tmp_path / "resume"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with (tmp_path / "first.log").open("w") as log:
+        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env,
+                                start_new_session=True)
+        deadline = time.monotonic() + 400
+        while not _terminated_trials(experiment) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(1)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    finished = _terminated_trials(experiment)
+    assert 1 <= len(finished) < 3, (tmp_path / "first.log").read_text()[-3000:]
+    before = {p.name: (p / "result.json").read_bytes() for p in experiment.iterdir()
+              if p.is_dir() and p.name.rsplit("_", 1)[-1] in finished}
+
+    resumed = subprocess.run([*command, "--resume"], capture_output=True, text=True, cwd=ROOT, env=env, check=False,
+                             timeout=500)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    assert "resuming" in resumed.stderr
+    records, unfinished = load_trials(experiment)
+    assert unfinished == [] and sorted(r.seed for r in records) == [0, 1, 2]  # the same 3 trials, all finished
+    for name, result in before.items():  # finished trials were not rerun: their results are untouched
+        assert (experiment / name / "result.json").read_bytes() == result
+    for r in records:
+        last = json.loads((r.trial_dir / "result.json").read_text().splitlines()[-1])
+        assert last["training_iteration"] == 2 and "evaluation" in last
+    assert "| BallRun |" in resumed.stdout  # the report at the end
