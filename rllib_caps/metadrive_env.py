@@ -29,21 +29,28 @@ What is carried over, value for value:
 
 Places where the port differs or fidelity is not verified:
 
-- Velocity units: 0.4.3 reports ``info["velocity"]`` in m/s; MetaDrive before 0.3 reported km/h (its
-  ``vehicle.speed`` was km/h), so the velocity cost uses ``velocity * 3.6``. Inferred from the old
-  source, not checked against DSRL's recorded ``velocity_costs``.
+- Velocity units: 0.4.3 reports ``info["velocity"]`` in m/s (left so; ``info["velocity_km_h"]`` is
+  added); MetaDrive before 0.3 reported km/h (its ``vehicle.speed`` was km/h), so the velocity cost uses
+  km/h. Inferred from the old source, not checked against DSRL's recorded ``velocity_costs``.
 - ``idm_target_speed``, ``idm_acc_factor`` and ``idm_deacc_factor`` in DSRL's config are read only by the
   fork's ``IDMPolicy_CustomSpeed``, which drove the *ego* car while collecting data; traffic used the
   stock IDM policy. They are inert in an evaluation env and are dropped (0.4.3 rejects unknown keys).
-- Map geometry: the easy and medium routes measure 408 m and 252 m here, consistent with DSRL's
-  maximum episode rewards (426, 270: route length plus the small speed bonus). The hard route measures
-  319 m here against DSRL's maximum reward of 487, so 0.4.3 builds a different hard map (block
-  parameters or destination) from the fork's: hard-task scores are the least comparable.
+- Maps, checked against DSRL's maximum episode rewards with 0.4.3's IDM policy driving the ego car:
+  easy (route 408 m) returns 425.7 against DSRL's 425.8, a match; medium (route 252 m) returns 259
+  against 270, close; hard (route 319 m) is not DSRL's map: the IDM car leaves the road at the out-ramp
+  (route completion about 0.6) and DSRL's maximum of 487 implies a route of about 470 m. Hard-task
+  scores are not comparable with DSRL's.
+- The fork's out-of-road rule has a hole that 0.4.3's does not: a car that drives straight on past the
+  end of an exit road (medium and hard, e.g. straight through the first junction) never touches a
+  line, so it is never out of road and drives on across empty ground until the horizon. Kept for
+  fidelity; the fork presumably had the same hole.
 - Vehicle dynamics, lidar, lane-line contact tests, IDM traffic behaviour and spawn positions follow
   0.4.3's code; none was compared with the fork (no fork build, no DSRL MetaDrive data here).
 - Seeding: the map is fixed per task (as in DSRL). ``reset(seed=s)`` seeds the traffic; in the fork the
   traffic generator was never re-seeded (``random_traffic``), so DSRL episodes have no seed to match.
-  An unseeded ``reset()`` continues the env's random stream.
+  An unseeded ``reset()`` continues the env's random stream. Every object is rebuilt on reset
+  (``force_destroy``): recycled vehicles keep tiny physics state (1e-9 differences after one step),
+  which would break reproducibility; this adds about 0.1-0.2 s to each reset.
 
 MetaDrive runs one engine per process. Creating an env closes any engine already running in the
 process; an env that was superseded that way raises ``RuntimeError`` on ``reset``/``step`` (its
@@ -63,7 +70,7 @@ from rllib_caps.compat.metadrive import import_metadrive
 
 FIDELITY_NOTE = (
     "MetaDrive: DSRL's task configuration re-created on metadrive-simulator 0.4.3; DSRL's data came from a "
-    "MetaDrive 0.2.6 fork, and equivalence is not verified (the hard map differs). "
+    "MetaDrive 0.2.6 fork; equivalence is not verified, and the hard map differs from DSRL's. "
     "See rllib_caps.metadrive_env."
 )
 
