@@ -410,12 +410,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--task", required=True, help="task short name or DSRL id, e.g. BallCircle")
     parser.add_argument(
-        "--h5", type=Path, help="local DSRL HDF5 file; without it dsrl downloads into $DSRL_DATASET_DIR"
+        "--h5", type=Path, metavar="PATH", help="local DSRL HDF5 file; without it dsrl downloads into $DSRL_DATASET_DIR"
     )
-    parser.add_argument("--out", type=Path, required=True, help="output directory (data/*.parquet, metadata.json)")
+    parser.add_argument(
+        "--out", type=Path, required=True, metavar="DIR", help="output directory (data/*.parquet, metadata.json)"
+    )
     parser.add_argument("--force", action="store_true", help="replace --out if it exists")
     group = parser.add_argument_group("dsrl filters", "apply dsrl's OfflineEnv.pre_process_data before converting")
-    group.add_argument("--density", type=float, default=None, help="keep this share of episodes, e.g. 0.5")
+    group.add_argument(
+        "--density",
+        type=float,
+        default=None,
+        help="keep about this share of episodes: 0.5 or 0.75 (dsrl's DENSITY_CFG)",
+    )
     group.add_argument("--outliers-percent", type=float, help="share of episodes turned into low-cost outliers")
     group.add_argument("--target-cost", type=float, help="cost limit the outliers respect (needed with them)")
     return parser

@@ -26,6 +26,8 @@ BALL = get_task("BallCircle")  # obs 8, act 2
 # straddle both boundaries.
 ENDS = ((49, False, True), (69, True, False), (129, True, True), (179, False, True), (279, False, True))
 ROWS = 300
+LOW, HIGH = np.array([-2.0, 0.0], np.float32), np.array([2.0, 4.0], np.float32)
+BOUNDED = dataclasses.replace(BALL, action_low=tuple(LOW.tolist()), action_high=tuple(HIGH.tolist()))
 
 
 def episode_arrays(obs_dim: int, act_dim: int, low: np.ndarray, high: np.ndarray) -> dict[str, np.ndarray]:
@@ -49,7 +51,8 @@ def read_rows(out: Path) -> dict[str, np.ndarray]:
     """All Parquet rows of a converted directory as numpy arrays (vectors stacked)."""
     table = pq.read_table(out / "data")
     return {
-        name: np.stack(column.to_numpy(zero_copy_only=False)) if name in ("obs", "new_obs", "actions")
+        name: np.stack(column.to_numpy(zero_copy_only=False))
+        if name in ("obs", "new_obs", "actions")
         else column.to_numpy()
         for name, column in zip(table.column_names, table.columns, strict=True)
     }
@@ -72,27 +75,33 @@ def expected_episodes() -> tuple[np.ndarray, np.ndarray]:
     return np.array(eps_id), np.array(t)
 
 
-def test_round_trip_is_exact(tmp_path: Path) -> None:
-    from ray.rllib.utils.spaces.space_utils import unsquash_action
-
-    low, high = np.array([-2.0, 0.0], np.float32), np.array([2.0, 4.0], np.float32)
-    task = dataclasses.replace(BALL, action_low=tuple(low.tolist()), action_high=tuple(high.tolist()))
-    src = episode_arrays(task.obs_dim, task.act_dim, low, high)
-    src["actions"][5] = [3.0, 1.0]  # one entry above the bounds: clipped to 1, as RLlib would clip it
+@pytest.fixture
+def bounded_h5(tmp_path: Path) -> Path:
+    """A source for the task BOUNDED, whose action box is [-2, 2] x [0, 4]; one action entry lies outside."""
+    src = episode_arrays(BOUNDED.obs_dim, BOUNDED.act_dim, LOW, HIGH)
+    src["actions"][5] = [3.0, 1.0]  # above the bounds: clipped to 1, as RLlib's unsquash_action would clip it
     h5 = tmp_path / "src.hdf5"
     write_dsrl_hdf5(h5, src)
+    return h5
 
-    summary = convert(task, h5, tmp_path / "out", chunk_rows=64, part_rows=150)
+
+def test_round_trip_is_exact(tmp_path: Path, bounded_h5: Path) -> None:
+    src, h5 = read_dsrl_hdf5(bounded_h5), bounded_h5
+    summary = convert(BOUNDED, h5, tmp_path / "out", chunk_rows=64, part_rows=150)
 
     assert summary.files == ("part-00000.parquet", "part-00001.parquet")
     rows = read_rows(tmp_path / "out")
     assert list(rows) == list(COLUMNS)
-    for ours, theirs in (("obs", "observations"), ("new_obs", "next_observations"), ("rewards", "rewards"),
-                         ("costs", "costs")):
+    for ours, theirs in (
+        ("obs", "observations"),
+        ("new_obs", "next_observations"),
+        ("rewards", "rewards"),
+        ("costs", "costs"),
+    ):
         np.testing.assert_array_equal(rows[ours], src[theirs])  # new_obs keeps the true next obs at time-outs
     assert rows["actions"].dtype == np.float32 and np.abs(rows["actions"]).max() <= 1.0
-    box = gym.spaces.Box(low, high, dtype=np.float32)
-    np.testing.assert_allclose(unsquash_action(rows["actions"], box), src["actions"].clip(low, high), atol=1e-6)
+    unsquashed = LOW + (rows["actions"] + 1.0) * (HIGH - LOW) / 2.0  # RLlib's unsquash_action (checked below)
+    np.testing.assert_allclose(unsquashed, src["actions"].clip(LOW, HIGH), atol=1e-6)
     np.testing.assert_array_equal(rows["terminateds"], src["terminals"])
     truncated = src["timeouts"] & ~src["terminals"]
     truncated[-1] = True  # the unfinished last episode
@@ -106,8 +115,7 @@ def test_round_trip_is_exact(tmp_path: Path) -> None:
     assert meta["episode_cost_return"] == pytest.approx(
         {"min": min(returns), "max": max(returns), "mean": np.mean(returns), "std": np.std(returns)}
     )
-    assert (meta["rows"], meta["episodes"], meta["terminated_episodes"], meta["truncated_episodes"]) == (
-        ROWS, 6, 2, 4)
+    assert (meta["rows"], meta["episodes"], meta["terminated_episodes"], meta["truncated_episodes"]) == (ROWS, 6, 2, 4)
     assert meta["trailing_partial_episode_kept_as_truncated"] is True
     assert meta["actions"]["entries_clipped_to_bounds"] == 1
     assert meta["actions"]["env_low"] == [-2.0, 0.0]
@@ -235,17 +243,33 @@ def test_outlier_filter_rewrites_episodes_as_dsrl_does(tmp_path: Path, spread_h5
         assert set(np.unique(rows["costs"][mine])) <= {0.0, 1.0} and rows["costs"][mine].sum() < 20
         np.testing.assert_allclose(rows["rewards"][mine], 1.5 * src["rewards"][mine])
         assert src["costs"][mine].sum() >= BALL.max_cost / 2 and src["rewards"][mine].sum() >= BALL.max_reward / 2
-    np.testing.assert_array_equal(rows["rewards"][~np.isin(rows["eps_id"], episodes)],
-                                  src["rewards"][~np.isin(rows["eps_id"], episodes)])
+    np.testing.assert_array_equal(
+        rows["rewards"][~np.isin(rows["eps_id"], episodes)], src["rewards"][~np.isin(rows["eps_id"], episodes)]
+    )
 
 
 def test_download_failure_exits_with_one_line_pointing_to_h5_and_collect(tmp_path: Path) -> None:
-    env = {**os.environ, "DSRL_DATASET_DIR": str(tmp_path / "dsrl"), "PYTHONPATH": str(Path.cwd()),
-           "http_proxy": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9"}  # no network either way
+    env = {
+        **os.environ,
+        "DSRL_DATASET_DIR": str(tmp_path / "dsrl"),
+        "PYTHONPATH": str(Path.cwd()),
+        "http_proxy": "http://127.0.0.1:9",
+        "HTTP_PROXY": "http://127.0.0.1:9",
+    }  # no network either way
     proc = subprocess.run(
-        [sys.executable, "-m", "data_conversion.dsrl_to_parquet", "--task", "BallCircle",
-         "--out", str(tmp_path / "out")],
-        env=env, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "data_conversion.dsrl_to_parquet",
+            "--task",
+            "BallCircle",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 2
     err = proc.stderr.strip().splitlines()[-1] + "\n"
@@ -254,24 +278,20 @@ def test_download_failure_exits_with_one_line_pointing_to_h5_and_collect(tmp_pat
     assert list((tmp_path / "dsrl").iterdir()) == []  # no partial download left behind
 
 
-@pytest.fixture(scope="session")
-def ray_session():
-    import ray
-
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    ray.shutdown()
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_rllib_offline_data_path_delivers_costs_to_learner_batch(
-    tmp_path: Path, ball_h5: Path, ray_session
-) -> None:
-    """RLlib's own offline path (OfflineData -> OfflinePreLearner) reads the Parquet; `costs` reaches the batch."""
+def test_rllib_offline_data_path_delivers_costs_to_learner_batch(tmp_path: Path, bounded_h5: Path, ray_session) -> None:
+    """RLlib's own offline path (OfflineData -> OfflinePreLearner) reads the Parquet; `costs` reaches the batch,
+    and RLlib's unsquash_action maps the stored actions back to the env's."""
     from ray.rllib.algorithms.bc import BCConfig
+    from ray.rllib.utils.spaces.space_utils import unsquash_action
 
-    convert("BallCircle", ball_h5, tmp_path / "out", part_rows=100)
+    convert(BOUNDED, bounded_h5, tmp_path / "out", part_rows=100)
+    rows = read_rows(tmp_path / "out")
+    env_box = gym.spaces.Box(LOW, HIGH, dtype=np.float32)
+    src_actions = read_dsrl_hdf5(bounded_h5)["actions"]
+    np.testing.assert_allclose(unsquash_action(rows["actions"], env_box), src_actions.clip(LOW, HIGH), atol=1e-6)
+
     config = (
         BCConfig()
         .environment(
@@ -294,7 +314,6 @@ def test_rllib_offline_data_path_delivers_costs_to_learner_batch(
     finally:
         algo.stop()
 
-    rows = read_rows(tmp_path / "out")
     costs = batch["costs"]
     assert costs.dtype == np.float32 and costs.shape == (32,)
     # Each learner-batch row's cost is the cost of the Parquet row with the same observation.
