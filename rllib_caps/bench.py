@@ -99,7 +99,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=30, help="gradient steps per measurement")
     p.add_argument("--repetitions", type=int, default=5)
     p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's choice)")
     args = p.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -5,9 +5,13 @@ from __future__ import annotations
 import os
 
 import pytest
+import torch
 
 os.environ.setdefault("DSRL_SUPPRESS_IMPORT_ERROR", "1")
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+# One intra-op thread: with 2 cores shared by Ray workers and simulators, torch's OpenMP threads
+# spin against each other (a 256x128 matmul measured 50x slower with 2 threads under load).
+torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="session")
