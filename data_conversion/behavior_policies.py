@@ -1,0 +1,177 @@
+"""Behaviour policies for dataset collection: RLlib PPO trained on ``reward - penalty * cost``.
+
+`train_snapshots` trains one PPO agent (RLlib 2.60, new API stack) per cost penalty and keeps frozen
+copies of its policy at evenly spaced points of training. A `GaussianPolicy` acts with a snapshot
+outside Ray, drawing every random number from a caller-supplied NumPy generator, so rollouts of the
+same snapshots are reproducible.
+
+Training runs in this process (no env runners, one local learner) and needs ``ray.init`` first
+(`ensure_ray` does it for a 2-CPU machine). It is seeded (RLlib's ``debugging(seed=...)``, torch on one
+thread), which made repeated runs bit-identical on CPU here, but RLlib does not promise that.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium
+import numpy as np
+import torch
+
+from rllib_caps.envs import make_env
+from rllib_caps.tasks import TaskSpec
+
+logger = logging.getLogger(__name__)
+
+PENALIZED_ENV = "caps_collect_penalized"  # RLlib env name registered by `train_snapshots`
+RAY_INIT_ATTEMPTS = 3
+HIDDEN = (64, 64)  # small separate actor and critic MLPs
+BATCH_SIZE = 4000  # PPO env steps per training iteration (less on tiny budgets)
+ENVS = 8  # vectorised envs in the local env runner (one batched forward pass per step)
+MINIBATCH_SIZE = 500
+PPO_TRAINING: dict[str, Any] = {
+    "lr": 3e-4,
+    "gamma": 0.99,
+    "lambda_": 0.95,
+    "num_epochs": 10,
+    "clip_param": 0.2,
+    "entropy_coeff": 0.0,
+    "vf_clip_param": 1e4,  # episode returns reach several hundred; RLlib's default 10 clips the value loss
+}
+
+
+class PenalizedCost(gymnasium.Wrapper):
+    """Replaces the reward by ``reward - penalty * info["cost"]`` (the Lagrangian of a fixed penalty)."""
+
+    def __init__(self, env: gymnasium.Env, penalty: float) -> None:
+        super().__init__(env)
+        self.penalty = penalty
+
+    def step(self, action: np.ndarray) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs, float(reward) - self.penalty * float(info["cost"]), terminated, truncated, info
+
+
+def _make_penalized(env_config: Mapping[str, Any]) -> gymnasium.Env:
+    """RLlib env creator: ``env_config = {"task": name, "penalty": float}``."""
+    return PenalizedCost(make_env(env_config["task"]), env_config["penalty"])
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A frozen PPO policy: the penalty it was trained with and the env steps it had seen."""
+
+    penalty: float
+    env_steps: int
+    module: torch.nn.Module  # RLlib's PPO RLModule, returns Gaussian ``action_dist_inputs``
+
+
+class GaussianPolicy:
+    """Acts with a snapshot on a batch of observations. Row ``i`` samples the policy's diagonal Gaussian
+    and adds ``N(0, noise_stds[i]^2)`` noise using only ``rngs[i]``, so each row's randomness is its
+    own stream; the action is clipped to the normalised box [-1, 1] and mapped to the task's bounds."""
+
+    def __init__(self, snapshot: Snapshot, task: TaskSpec) -> None:
+        self.module = snapshot.module
+        self.low = np.asarray(task.action_low, dtype=np.float64)
+        self.high = np.asarray(task.action_high, dtype=np.float64)
+
+    @torch.no_grad()
+    def act(self, obs: np.ndarray, rngs: Sequence[np.random.Generator], noise_stds: Sequence[float]) -> np.ndarray:
+        batch = {"obs": torch.as_tensor(np.asarray(obs, dtype=np.float32))}
+        inputs = self.module.forward_inference(batch)["action_dist_inputs"].double().numpy()
+        mean, log_std = np.split(inputs, 2, axis=1)
+        z = np.stack([rng.standard_normal(2 * mean.shape[1]) for rng in rngs])
+        sample, noise = np.split(z, 2, axis=1)
+        action = mean + np.exp(log_std) * sample + np.asarray(noise_stds, dtype=np.float64)[:, None] * noise
+        action = np.clip(action, -1.0, 1.0)
+        return self.low + (action + 1.0) * (self.high - self.low) / 2.0
+
+
+def ensure_ray() -> bool:
+    """Start a local Ray sized for a 2-CPU machine unless one is running; True if this call started it.
+
+    Startup is retried: on a loaded machine Ray's node can time out while starting."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    options = {"num_cpus": 2, "include_dashboard": False, "log_to_driver": False, "logging_level": logging.WARNING}
+    for attempt in range(1, RAY_INIT_ATTEMPTS):
+        try:
+            ray.init(**options)
+            return True
+        except Exception as e:  # Ray raises a bare Exception when its node times out during startup
+            ray.shutdown()
+            logger.warning("ray.init failed (%s); retrying, attempt %d of %d", e, attempt + 1, RAY_INIT_ATTEMPTS)
+    ray.init(**options)
+    return True
+
+
+def ppo_config(task: TaskSpec, penalty: float, batch_size: int, seed: int) -> Any:
+    """RLlib PPOConfig (new API stack) for `task` with reward ``r - penalty * c``, run in-process."""
+    from ray.rllib.algorithms.ppo import PPOConfig
+    from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
+
+    return (
+        PPOConfig()
+        .environment(PENALIZED_ENV, env_config={"task": task.name, "penalty": penalty})
+        .env_runners(num_env_runners=0, num_envs_per_env_runner=ENVS, rollout_fragment_length="auto")
+        .learners(num_learners=0)
+        .training(
+            train_batch_size_per_learner=batch_size,
+            minibatch_size=min(MINIBATCH_SIZE, batch_size),
+            **PPO_TRAINING,
+        )
+        .rl_module(model_config=DefaultModelConfig(fcnet_hiddens=list(HIDDEN), vf_share_layers=False))
+        .reporting(metrics_num_episodes_for_smoothing=20)
+        .debugging(seed=seed, log_level="WARN")
+    )
+
+
+def snapshot_iterations(train_steps: int, snapshots: int) -> tuple[int, list[int]]:
+    """PPO batch size and the (1-based) training iterations after which to snapshot.
+
+    The budget is split into ``snapshots`` equal segments of whole iterations; the batch shrinks
+    below `BATCH_SIZE` when a segment would be shorter than one batch (tiny test budgets).
+    """
+    if train_steps < 1 or snapshots < 1:
+        raise ValueError("train_steps and snapshots must be positive")
+    batch_size = max(ENVS, min(BATCH_SIZE, train_steps // snapshots))
+    iterations = max(snapshots, math.ceil(train_steps / batch_size))
+    return batch_size, [iterations * (k + 1) // snapshots for k in range(snapshots)]
+
+
+def train_snapshots(task: TaskSpec, penalty: float, train_steps: int, snapshots: int, seed: int) -> list[Snapshot]:
+    """Train PPO on ``reward - penalty * cost`` for about `train_steps` env steps; return `snapshots`
+    frozen policies taken at the ends of equal segments of training (the last is the final policy)."""
+    from ray.tune.registry import register_env
+
+    register_env(PENALIZED_ENV, _make_penalized)
+    batch_size, at = snapshot_iterations(train_steps, snapshots)
+    torch.set_num_threads(1)
+    algo = ppo_config(task, penalty, batch_size, seed).build_algo()
+    out: list[Snapshot] = []
+    try:
+        for iteration in range(1, at[-1] + 1):
+            result = algo.train()
+            if iteration in at:
+                steps = int(result["num_env_steps_sampled_lifetime"])
+                module = copy.deepcopy(algo.get_module()).eval()
+                out.append(Snapshot(penalty=penalty, env_steps=steps, module=module))
+                logger.info(
+                    "penalty %g: snapshot %d/%d at %d env steps (mean penalised return %.1f)",
+                    penalty,
+                    len(out),
+                    snapshots,
+                    steps,
+                    result["env_runners"].get("episode_return_mean", float("nan")),
+                )
+    finally:
+        algo.stop()
+    return out

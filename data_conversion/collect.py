@@ -1,0 +1,370 @@
+"""Collect a DSRL-format HDF5 dataset for a task from its simulator, without DSRL's servers.
+
+Design (after DSRL's recipe: many behaviour policies spanning the reward/cost trade-off, then a
+density filter over episode returns):
+
+1. **Behaviour policies.** For each penalty λ in ``--penalties``, RLlib PPO (new API stack, small
+   MLPs, in-process) is trained on ``reward - λ * cost`` for ``--train-steps`` env steps, and
+   ``--snapshots`` frozen copies of its policy are kept at the ends of equal segments of training.
+   λ = 0 gives reward-greedy, costly policies; large λ gives cautious ones; early snapshots give
+   weak ones. See `data_conversion.behavior_policies`.
+2. **Rollouts.** Each snapshot runs ``--episodes-per-snapshot`` full episodes: actions are sampled
+   from the policy's Gaussian, plus extra Gaussian noise whose std cycles through `NOISE_LEVELS`
+   over the episodes, clipped to the action bounds. Episode ``j`` of snapshot ``i`` draws all its
+   randomness (the reset seed, action samples, noise) from ``numpy.random.default_rng([seed, i, j])``.
+   Up to `LOCKSTEP` episodes of a snapshot run side by side, one batched policy call per step.
+3. **Grid filter.** As in DSRL, the (cost return, reward return) plane is cut into ``--bins``
+   cells and every cell keeps at most the same number of episodes (a random subset): the largest
+   number that keeps at most ``--max-episodes`` in all. This evens out the density. Unlike DSRL's
+   filter, sparse cells are kept (they hold the extremes).
+4. **Outputs.** Kept episodes in collection order, as DSRL keys/dtypes (``terminals`` where the env
+   terminated, ``timeouts`` where the time limit cut the episode), written atomically with
+   `data_conversion.dsrl_format.write_dsrl_hdf5`; and a dataset-card PNG scatter of per-episode
+   (cost return, reward return), with the filtered-out episodes in grey.
+
+Determinism: given the same snapshots and ``--episodes-per-snapshot`` (which fixes the batches of
+the policy calls), rollouts, filtering and so the file are a pure function of ``--seed``. PPO
+training is seeded too (RLlib seed, one torch thread, no env-runner processes) and was
+bit-identical across runs on CPU here, but RLlib does not guarantee it across machines, library
+versions or thread counts.
+
+Example (the bundled dataset; see datasets/sources/README.md)::
+
+    python -m data_conversion.collect --task BallCircle --out datasets/sources/BallCircle.hdf5
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import gymnasium
+import numpy as np
+from tqdm import tqdm
+
+from data_conversion.behavior_policies import GaussianPolicy, Snapshot, ensure_ray, train_snapshots
+from data_conversion.dsrl_format import KEYS, write_dsrl_hdf5
+from rllib_caps.envs import make_env
+from rllib_caps.tasks import TaskSpec, get_task
+
+logger = logging.getLogger(__name__)
+
+NOISE_LEVELS = (0.0, 0.1, 0.3)  # std of the extra action noise (normalised units), cycled per episode
+LOCKSTEP = 16  # envs stepped together by one batched policy call (about 30 MB each for Bullet)
+FILTER_STREAM = 2**31 - 1  # seed-sequence entry of the grid filter's generator (no snapshot has it)
+
+
+@dataclass(frozen=True)
+class Episode:
+    """One rollout: its DSRL arrays and the cost penalty its behaviour policy was trained with."""
+
+    arrays: dict[str, np.ndarray]
+    penalty: float
+
+    @property
+    def reward_return(self) -> float:
+        return float(self.arrays["rewards"].sum(dtype=np.float64))
+
+    @property
+    def cost_return(self) -> float:
+        return float(self.arrays["costs"].sum(dtype=np.float64))
+
+
+def rollout_episodes(
+    envs: Sequence[gymnasium.Env],
+    policy: GaussianPolicy,
+    rngs: Sequence[np.random.Generator],
+    noise_stds: Sequence[float],
+) -> list[dict[str, np.ndarray]]:
+    """Run one full episode in each env in lockstep (one batched policy call per step); DSRL arrays.
+
+    Env ``i`` is reset with a seed drawn from ``rngs[i]``, which also drives its action sampling."""
+    obs = [env.reset(seed=int(rng.integers(2**31)))[0] for env, rng in zip(envs, rngs, strict=True)]
+    rows: list[dict[str, list]] = [{key: [] for key in KEYS} for _ in envs]
+    active = list(range(len(envs)))
+    while active:
+        actions = policy.act(
+            np.stack([obs[i] for i in active]), [rngs[i] for i in active], [noise_stds[i] for i in active]
+        )
+        still = []
+        for i, action in zip(active, actions, strict=True):
+            next_obs, reward, terminated, truncated, info = envs[i].step(action)
+            step = (obs[i], next_obs, action, reward, info["cost"], terminated, truncated and not terminated)
+            for key, value in zip(KEYS, step, strict=True):
+                rows[i][key].append(value)
+            obs[i] = next_obs
+            if not (terminated or truncated):
+                still.append(i)
+        active = still
+    return [{key: np.asarray(values) for key, values in episode.items()} for episode in rows]
+
+
+def collect_episodes(
+    task: TaskSpec, snapshots: Sequence[Snapshot], episodes_per_snapshot: int, seed: int
+) -> list[Episode]:
+    """Roll out every snapshot `episodes_per_snapshot` times (see the module docstring, step 2)."""
+    envs = [make_env(task) for _ in range(min(episodes_per_snapshot, LOCKSTEP))]
+    episodes: list[Episode] = []
+    try:
+        with tqdm(total=len(snapshots) * episodes_per_snapshot, desc="rollouts", unit="ep") as bar:
+            for i, snapshot in enumerate(snapshots):
+                policy = GaussianPolicy(snapshot, task)
+                for start in range(0, episodes_per_snapshot, len(envs)):
+                    js = range(start, min(start + len(envs), episodes_per_snapshot))
+                    noise_stds = [NOISE_LEVELS[j % len(NOISE_LEVELS)] for j in js]
+                    rngs = [np.random.default_rng([seed, i, j]) for j in js]
+                    arrays = rollout_episodes(envs[: len(js)], policy, rngs, noise_stds)
+                    episodes += [Episode(a, snapshot.penalty) for a in arrays]
+                    bar.update(len(js))
+                new = episodes[-episodes_per_snapshot:]
+                logger.info(
+                    "penalty %g, %d steps: mean reward return %.1f, mean cost return %.1f",
+                    snapshot.penalty,
+                    snapshot.env_steps,
+                    np.mean([e.reward_return for e in new]),
+                    np.mean([e.cost_return for e in new]),
+                )
+    finally:
+        for env in envs:
+            env.close()
+    return episodes
+
+
+def bin_cap(counts: np.ndarray, max_episodes: int) -> int:
+    """The largest per-cell cap ``k >= 1`` with ``sum(min(counts, k)) <= max_episodes`` (1 if none)."""
+    caps = np.arange(1, max(int(counts.max()), 1) + 1)
+    fits = caps[np.minimum(counts[None, :], caps[:, None]).sum(axis=1) <= max_episodes]
+    return int(fits.max()) if len(fits) else 1
+
+
+def grid_filter(
+    cost_returns: np.ndarray,
+    reward_returns: np.ndarray,
+    bins: tuple[int, int],
+    max_episodes: int,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """Sorted indices of the episodes kept by DSRL-style density filtering.
+
+    The returns' range is cut into a ``bins = (cost bins, reward bins)`` grid; every cell keeps at
+    most the same number of episodes (chosen at random), the largest such cap keeping at most
+    `max_episodes` in all (see `bin_cap`). Cells under the cap are kept whole."""
+    cells = []
+    for values, n in zip((cost_returns, reward_returns), bins, strict=True):
+        values = np.asarray(values, dtype=np.float64)
+        span = max(values.max() - values.min(), 1e-12)
+        cells.append(np.minimum(((values - values.min()) / span * n).astype(np.int64), n - 1))
+    cell_ids = cells[0] * bins[1] + cells[1]
+    ids, counts = np.unique(cell_ids, return_counts=True)
+    cap = bin_cap(counts, max_episodes)
+    kept = []
+    for cell in ids:
+        members = np.flatnonzero(cell_ids == cell)
+        if len(members) > cap:
+            members = rng.choice(members, size=cap, replace=False)
+        kept.append(members)
+    logger.info("grid filter: at most %d episodes per cell of %d x %d", cap, *bins)
+    return np.sort(np.concatenate(kept))
+
+
+def plot_card(path: Path, task: TaskSpec, episodes: Sequence[Episode], kept: np.ndarray) -> None:
+    """Write a DSRL-style dataset card: per-episode (cost return, reward return), coloured by penalty."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    costs = np.array([e.cost_return for e in episodes])
+    rewards = np.array([e.reward_return for e in episodes])
+    penalties = np.array([e.penalty for e in episodes])
+    dropped = np.setdiff1d(np.arange(len(episodes)), kept)
+    rows = sum(len(episodes[i].arrays["rewards"]) for i in kept)
+    fig, ax = plt.subplots(figsize=(6.4, 4.8), dpi=120)
+    ax.scatter(costs[dropped], rewards[dropped], s=6, c="0.8", label=f"filtered out ({len(dropped)})")
+    for k, penalty in enumerate(np.unique(penalties)):
+        sel = kept[penalties[kept] == penalty]
+        ax.scatter(
+            costs[sel],
+            rewards[sel],
+            s=10,
+            color=plt.cm.viridis(k / max(1, len(np.unique(penalties)) - 1)),
+            label=f"λ = {penalty:g} ({len(sel)})",
+        )
+    for threshold in task.thresholds:
+        ax.axvline(threshold, color="0.5", lw=0.8, ls="--")
+    ax.set_xlabel("cost return")
+    ax.set_ylabel("reward return")
+    ax.set_title(f"{task.id}: {len(kept)} episodes, {rows} rows")
+    ax.legend(fontsize=7, loc="lower right")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp.png")
+    try:
+        fig.savefig(tmp)
+        os.replace(tmp, path)
+    finally:
+        plt.close(fig)
+        tmp.unlink(missing_ok=True)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What `build_dataset` wrote."""
+
+    out: Path
+    plot: Path
+    collected: int
+    episodes: int
+    rows: int
+    cost_range: tuple[float, float]
+    reward_range: tuple[float, float]
+
+
+def build_dataset(
+    task: TaskSpec,
+    out: Path,
+    *,
+    penalties: Sequence[float],
+    train_steps: int,
+    snapshots: int,
+    episodes_per_snapshot: int,
+    seed: int,
+    bins: tuple[int, int],
+    max_episodes: int,
+    plot: Path,
+) -> Summary:
+    """Train the behaviour policies, roll them out, grid-filter the episodes, write the HDF5 and card."""
+    started_ray = ensure_ray()
+    try:
+        policies = []
+        for k, penalty in enumerate(penalties):
+            logger.info(
+                "training PPO with cost penalty %g for %d env steps (%d/%d)",
+                penalty,
+                train_steps,
+                k + 1,
+                len(penalties),
+            )
+            policies += train_snapshots(task, penalty, train_steps, snapshots, seed + 1000 * k)
+    finally:
+        if started_ray:
+            import ray
+
+            ray.shutdown()
+    episodes = collect_episodes(task, policies, episodes_per_snapshot, seed)
+    costs = np.array([e.cost_return for e in episodes])
+    rewards = np.array([e.reward_return for e in episodes])
+    kept = grid_filter(costs, rewards, bins, max_episodes, np.random.default_rng([seed, FILTER_STREAM]))
+    logger.info("grid filter kept %d of %d episodes", len(kept), len(episodes))
+    arrays = {key: np.concatenate([episodes[i].arrays[key] for i in kept]) for key in KEYS}
+    write_dsrl_hdf5(out, arrays)
+    plot_card(plot, task, episodes, kept)
+    return Summary(
+        out=out,
+        plot=plot,
+        collected=len(episodes),
+        episodes=len(kept),
+        rows=len(arrays["rewards"]),
+        cost_range=(float(costs[kept].min()), float(costs[kept].max())),
+        reward_range=(float(rewards[kept].min()), float(rewards[kept].max())),
+    )
+
+
+def _floats(text: str) -> list[float]:
+    values = [float(v) for v in text.split(",") if v.strip()]
+    if not values or any(v < 0 for v in values):
+        raise argparse.ArgumentTypeError("expected comma-separated non-negative numbers, e.g. 0,1,5")
+    return values
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be a positive integer")
+    return value
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m data_conversion.collect",
+        description="Build a DSRL-format HDF5 dataset from a task's simulator: RLlib PPO behaviour policies "
+        "trained at several cost penalties, snapshotted, rolled out with noise, then grid-filtered.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--task", default="BallCircle", help="task short name or DSRL id")
+    parser.add_argument("--out", type=Path, required=True, help="output FILE.hdf5")
+    parser.add_argument(
+        "--penalties",
+        type=_floats,
+        default="0,1,2,10",
+        help="comma-separated cost penalties λ; PPO maximises reward - λ·cost for each",
+    )
+    parser.add_argument("--train-steps", type=_positive, default=120_000, help="PPO env steps per penalty")
+    parser.add_argument("--snapshots", type=_positive, default=6, help="policies kept along each training run")
+    parser.add_argument("--episodes-per-snapshot", type=_positive, default=20, help="rollouts per snapshot")
+    parser.add_argument(
+        "--bins",
+        type=_positive,
+        nargs=2,
+        default=(20, 20),
+        metavar=("COST", "REWARD"),
+        help="grid-filter cells along cost return and reward return",
+    )
+    parser.add_argument(
+        "--max-episodes",
+        type=_positive,
+        default=350,
+        help="episodes kept at most by the grid filter (the per-cell cap is chosen to fit)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seeds PPO, rollouts and the filter")
+    parser.add_argument("--plot", type=Path, help="dataset-card PNG; if not given, OUT with suffix .png")
+    parser.add_argument("--force", action="store_true", help="overwrite existing outputs")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        task = get_task(args.task)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    plot = args.plot or args.out.with_suffix(".png")
+    existing = [p for p in (args.out, plot) if p.exists()]
+    if existing and not args.force:
+        print(f"error: {', '.join(map(str, existing))} exists; pass --force to overwrite", file=sys.stderr)
+        return 1
+    for path in (args.out, plot):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    summary = build_dataset(
+        task,
+        args.out,
+        penalties=args.penalties,
+        train_steps=args.train_steps,
+        snapshots=args.snapshots,
+        episodes_per_snapshot=args.episodes_per_snapshot,
+        seed=args.seed,
+        bins=tuple(args.bins),
+        max_episodes=args.max_episodes,
+        plot=plot,
+    )
+    print(
+        f"wrote {summary.out} ({summary.episodes} of {summary.collected} episodes, {summary.rows} rows, "
+        f"cost return {summary.cost_range[0]:g}..{summary.cost_range[1]:g}, reward return "
+        f"{summary.reward_range[0]:.1f}..{summary.reward_range[1]:.1f}) and {summary.plot} "
+        f"in {time.monotonic() - start:.0f} s"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
