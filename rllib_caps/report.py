@@ -407,6 +407,7 @@ def metadrive_caveat() -> str:
 class Report:
     markdown: str
     out_dir: Path
+    unfinished: list[Path]  # trial directories without an evaluation
 
 
 def build_markdown(table: MainTable, unfinished: Sequence[Path], cost_limits: CostLimitTable | None) -> str:
@@ -456,7 +457,7 @@ def write_report(experiment_dir: str | Path, *, out: str | Path | None = None, f
             plot_head_usage(table.rows, tmp / "head_usage.png")
     except OutputExistsError as err:
         raise ReportError(str(err)) from err
-    return Report(markdown=markdown, out_dir=out_dir)
+    return Report(markdown=markdown, out_dir=out_dir, unfinished=unfinished)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

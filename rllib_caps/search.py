@@ -27,6 +27,7 @@ from rllib_caps.report import TrialRecord, load_trials
 from rllib_caps.tune import (
     SweepError,
     SweepOptions,
+    check_experiment_dir,
     check_trials,
     constrained_objective,
     plan_resources,
@@ -152,8 +153,7 @@ def run_search(options: SweepOptions) -> Path:
     if options.num_samples < 1:
         raise SweepError(f"--num-samples must be >= 1, got {options.num_samples}")
     experiment_dir = options.experiment_dir
-    if experiment_dir.exists() and not options.resume:
-        raise SweepError(f"{experiment_dir} already exists: continue it with --resume, or pick another --name")
+    check_experiment_dir(experiment_dir, options.resume)
     cluster = ray.cluster_resources()
     resources = plan_resources(options.num_samples * len(options.seeds), cluster.get("CPU", 0),
                                cluster.get("GPU", 0), num_gpus=options.num_gpus,

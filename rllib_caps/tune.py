@@ -291,17 +291,26 @@ def setup_dict(options: SweepOptions, resources: TrialResources) -> dict[str, An
 
 def check_trials(options: SweepOptions, tasks: Sequence[TaskSpec], setup: Mapping[str, Any]) -> None:
     """Builds and validates every (task, K) config in the driver, so mistakes fail before Tune starts."""
-    settings = setup["training"]
-    if int(settings.get("eval_episodes", 20)) < 1:
-        raise SweepError("training.eval_episodes (--eval-episodes) must be >= 1: a trial's score is its evaluation")
     for task in tasks:
         dataset_dir(options.data_root, task)
         for heads in options.heads:
             try:
-                caps_config({"task": task.name, "heads": heads, "seed": options.seeds[0], "setup": setup}).validate()
+                config = caps_config({"task": task.name, "heads": heads, "seed": options.seeds[0], "setup": setup})
+                config.validate()
             except (TypeError, ValueError) as err:
                 raise SweepError(f"{task.name} K={heads}: invalid training settings "
                                  f"(--config training/overrides): {err}") from err
+            if config.evaluation_interval is None:
+                raise SweepError("training.eval_episodes (--eval-episodes) must be >= 1: a trial's score is its "
+                                 "evaluation")
+
+
+def check_experiment_dir(path: Path, resume: bool) -> None:
+    """A new experiment must not overwrite one; ``--resume`` needs one."""
+    if resume and not path.exists():
+        raise SweepError(f"--resume: no experiment at {path} (check --storage and --name)")
+    if not resume and path.exists():
+        raise SweepError(f"{path} already exists: continue it with --resume, or pick another --name")
 
 
 def _trial_name(trial: Any) -> str:
@@ -315,14 +324,13 @@ def run_experiment(options: SweepOptions, experiment_dir: Path, param_space: dic
     from ray import tune
 
     trainable = _tune_class("CAPSTrial")
+    check_experiment_dir(experiment_dir, resume)
     if resume:
         if not tune.Tuner.can_restore(str(experiment_dir)):
-            raise SweepError(f"--resume: no Tune experiment to resume at {experiment_dir} (check --storage/--name)")
+            raise SweepError(f"--resume: {experiment_dir} holds no Tune experiment state to resume")
         logger.info("resuming %s: finished trials are kept, unfinished and errored ones continue", experiment_dir)
         tuner = tune.Tuner.restore(str(experiment_dir), trainable=trainable, resume_errored=True)
     else:
-        if experiment_dir.exists():
-            raise SweepError(f"{experiment_dir} already exists: continue it with --resume, or pick another --name")
         tuner = tune.Tuner(
             trainable,
             param_space=param_space,
@@ -395,10 +403,16 @@ def start_ray(address: str | None, dashboard: bool) -> str | None:
     (None for a local run without the dashboard)."""
     import ray
 
-    if address:
-        context = ray.init(address=address, log_to_driver=False)
-    else:
-        context = ray.init(include_dashboard=dashboard, dashboard_host="127.0.0.1", log_to_driver=False)
+    try:
+        if address:
+            context = ray.init(address=address, log_to_driver=False)
+        else:
+            context = ray.init(include_dashboard=dashboard, dashboard_host="127.0.0.1", log_to_driver=False)
+    except Exception as err:  # ray.init raises a bare Exception when its processes time out
+        if address:
+            raise SweepError(f"--address {address}: cannot join the Ray cluster: {err}") from err
+        raise SweepError(f"local Ray did not start: {err} On a busy machine, retry; or start Ray once with "
+                         "`ray start --head` and pass --address auto.") from err
     if not (dashboard or address):
         return None
     return dashboard_message(context.dashboard_url, joined=bool(address))
@@ -468,17 +482,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         options = resolve_options(args)
         options.task_specs()
+        check_experiment_dir(options.experiment_dir, bool(options.resume))
     except SweepError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     import ray
 
-    from rllib_caps.report import write_report
+    from rllib_caps.report import ReportError, write_report
 
-    message = start_ray(options.address, options.dashboard)
-    if message:
-        print(message, flush=True)
     try:
+        message = start_ray(options.address, options.dashboard)
+        if message:
+            print(message, flush=True)
         if options.search == "optuna":
             from rllib_caps.search import run_search
 
@@ -488,13 +503,17 @@ def main(argv: list[str] | None = None) -> int:
         else:
             run_sweep(options)
         report = write_report(options.experiment_dir, force=True)
-    except SweepError as err:
+    except (SweepError, ReportError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     finally:
         ray.shutdown()
     print(report.markdown)
     print(f"\nresults: {options.experiment_dir}\nreport: {report.out_dir}")
+    if report.unfinished:
+        print(f"{len(report.unfinished)} trial(s) did not finish; continue them with the same command and --resume",
+              file=sys.stderr)
+        return 1
     return 0
 
 

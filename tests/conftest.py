@@ -19,7 +19,14 @@ def ray_session():
     """A local Ray with 2 CPUs and no dashboard, started once (or reused if a test module started one)."""
     import ray
 
-    if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    for attempt in range(3):  # a loaded machine sometimes times out while the node starts
+        if ray.is_initialized():
+            break
+        try:
+            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        except Exception:
+            ray.shutdown()
+            if attempt == 2:
+                raise
     yield ray
     ray.shutdown()

@@ -19,9 +19,11 @@ import gymnasium as gym
 import numpy as np
 from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig, NotProvided
+from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.offline.offline_data import OfflineData
 from ray.rllib.utils.annotations import override
+from ray.rllib.utils.checkpoints import Checkpointable
 from ray.rllib.utils.metrics import (
     ENV_RUNNER_RESULTS,
     EPISODE_LEN_MEAN,
@@ -99,6 +101,7 @@ class CAPSConfig(AlgorithmConfig):
         self.evaluation_config = {"explore": False}
         self.custom_evaluation_function = evaluate_at_thresholds
         self.offline_data_class = InMemoryOfflineData
+        self._is_online = False  # no training EnvRunners (like MARWIL/IQL)
 
     @override(AlgorithmConfig)
     def training(
@@ -250,6 +253,27 @@ class CAPS(Algorithm):
     @override(Algorithm)
     def get_default_config(cls) -> CAPSConfig:
         return CAPSConfig()
+
+    @override(Algorithm)
+    def restore_from_path(self, path: Any, *args: Any, **kwargs: Any) -> None:
+        """Restores the learner group and pushes its weights to the evaluation EnvRunners.
+
+        ``Algorithm.restore_from_path`` then syncs the training EnvRunners, which an offline algorithm
+        does not have (it raises on ``None`` in Ray 2.60), so the generic ``Checkpointable`` restore is used.
+        """
+        Checkpointable.restore_from_path(self, path, *args, **kwargs)
+        if self.eval_env_runner_group is not None:
+            self.eval_env_runner_group.sync_weights(from_worker_or_learner_group=self.learner_group,
+                                                    inference_only=True)
+
+    @override(Algorithm)
+    def get_module(self, module_id: str = DEFAULT_MODULE_ID) -> Any:
+        """The current (learner) module: CAPS has no training EnvRunners to ask, unlike online algorithms."""
+        if self.learner_group.is_local:
+            return self.learner_group._learner.module[module_id]
+        module = self.config.get_rl_module_spec(module_id=module_id).build()
+        module.set_state(self.learner_group.get_weights(module_ids=[module_id])[module_id])
+        return module
 
     @override(Algorithm)
     def training_step(self) -> None:
