@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from datasets import make_data_root  # tests/datasets.py
 
+from datasets import make_data_root  # tests/datasets.py
 from rllib_caps.report import MainTable, load_trials, summarize, write_report
 from rllib_caps.tasks import get_task
 from rllib_caps.tune import (
@@ -92,6 +92,9 @@ def test_cli_errors_before_starting_ray(tmp_path: Path) -> None:
                           text=True, cwd=ROOT, check=False)
     assert proc.returncode == 2 and "closest valid names: BallCircle" in proc.stderr
     assert "Started a local Ray instance" not in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "rllib_caps.tune", "--storage", str(tmp_path), "--name", "nope",
+                           "--resume"], capture_output=True, text=True, cwd=ROOT, check=False)
+    assert proc.returncode == 2 and f"--resume: no experiment at {tmp_path / 'nope'}" in proc.stderr
     help_text = subprocess.run([sys.executable, "-m", "rllib_caps.tune", "--help"], capture_output=True, text=True,
                                cwd=ROOT, check=True).stdout
     for flag in ("--tasks", "--seeds", "--heads", "--num-gpus", "--address", "--config", "--data-root", "--storage",
