@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from datasets import make_data_root  # tests/datasets.py
 from ray.tune.search.optuna import OptunaSearch
+from sim_datasets import make_data_root  # tests/sim_datasets.py
 
 from rllib_caps.report import TrialRecord, load_trials
 from rllib_caps.search import METRIC, SearchSpace, SeedRepeater, best_parameters, make_searcher, search_space

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from sim_datasets import make_data_root  # tests/sim_datasets.py
 
-from datasets import make_data_root  # tests/datasets.py
 from rllib_caps.report import MainTable, load_trials, summarize, write_report
 from rllib_caps.tasks import get_task
 from rllib_caps.tune import (
