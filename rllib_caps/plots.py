@@ -26,8 +26,9 @@ if TYPE_CHECKING:
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
 
-def _panels(tasks: Sequence[str], width: float = 4.0, height: float = 3.2) -> tuple[plt.Figure, dict[str, Any]]:
-    ncols = min(4, len(tasks))
+def _panels(tasks: Sequence[str], width: float = 4.0, height: float = 3.2,
+            max_cols: int = 4) -> tuple[plt.Figure, dict[str, Any]]:
+    ncols = min(max_cols, len(tasks))
     nrows = math.ceil(len(tasks) / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False)
     for ax in axes.flat[len(tasks):]:
@@ -112,8 +113,8 @@ def plot_kappa(rows: Sequence[Row], records: Sequence[TrialRecord],
 def plot_head_usage(rows: Sequence[Row], path: Path) -> None:
     """Stacked bars per (configuration, κ): the fraction of steps each head acted (head 0 maximises reward,
     head K−1 minimises cost)."""
-    fig, axes = _panels(_tasks(rows), width=max(4.0, 1.2 * max(len(r.head_usage) for r in rows)
-                                                 * len({r.config for r in rows})))
+    bars = max(len(r.head_usage) for r in rows) * len({r.config for r in rows})
+    fig, axes = _panels(_tasks(rows), width=max(4.0, 0.9 * bars), height=3.6, max_cols=2 if bars > 4 else 4)
     cmap = plt.get_cmap("coolwarm")
     by_task: dict[str, list[Row]] = defaultdict(list)
     for row in rows:

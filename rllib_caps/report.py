@@ -32,7 +32,7 @@ import numpy as np
 
 from rllib_caps.checkpoints import OutputExistsError, atomic_directory
 from rllib_caps.tasks import SUITES, get_task
-from rllib_caps.tune import TRIAL_INDEX, trial_seed
+from rllib_caps.tune import SEARCHED_KEYS, trial_seed
 
 logger = logging.getLogger("rllib_caps.report")
 
@@ -113,7 +113,7 @@ def load_trials(experiment_dir: str | Path) -> tuple[list[TrialRecord], list[Pat
             continue
         records.append(TrialRecord(task=params["task"], heads=int(params["heads"]), seed=trial_seed(params),
                                    search={k: v for k, v in (params.get("search") or {}).items()
-                                           if k != TRIAL_INDEX and not k.startswith("lambda_")},
+                                           if k in SEARCHED_KEYS},
                                    evaluation=evaluation, trial_dir=trial_dir,
                                    checkpoint=latest_checkpoint(trial_dir)))
     return records, unfinished
