@@ -30,3 +30,9 @@ def ray_session():
                 raise
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def ray_address(ray_session) -> str:
+    """The shared local Ray's GCS address, for sweeps that join it (``--address``)."""
+    return ray_session.get_runtime_context().gcs_address

@@ -68,19 +68,6 @@ def test_search_space_sorts_lambdas_and_checks_ranges() -> None:
         search_space(2, {"beta": [1.0, 2.0]})
 
 
-@pytest.fixture(scope="session")
-def ray_address():
-    """A real local Ray with 2 CPUs, started once (or joined if another test module started one)."""
-    import ray
-
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray.get_runtime_context().gcs_address
-    if started:
-        ray.shutdown()
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_optuna_search_returns_constrained_best_parameters(ray_address: str, tmp_path: Path) -> None:

@@ -122,19 +122,6 @@ def test_constrained_objective_ranks_every_safe_result_above_every_unsafe_one() 
 
 # ------------------------------------------------------------------------------------------------ slow
 
-@pytest.fixture(scope="session")
-def ray_address():
-    """A real local Ray with 2 CPUs, started once (or joined if another test module started one)."""
-    import ray
-
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray.get_runtime_context().gcs_address
-    if started:
-        ray.shutdown()
-
-
 @pytest.fixture(scope="module")
 def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_data_root(tmp_path_factory.mktemp("data"), ["BallCircle", "BallRun"], episodes=4)
