@@ -22,8 +22,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from rllib_caps.checkpoints import atomic_directory
-from rllib_caps.tune import SweepOptions, dataset_dir, run_sweep
+from rllib_caps.core.atomic import atomic_directory
+from rllib_caps.sweeps.options import SweepOptions
+from rllib_caps.sweeps.runner import run_sweep
+from rllib_caps.sweeps.trials import dataset_dir
 
 
 def _tree_cpu_seconds() -> dict[int, float]:
@@ -98,17 +100,18 @@ def run_direct(args: argparse.Namespace, out: Path) -> None:
     torch thread like a 1-CPU Tune trial (Ray sets OMP_NUM_THREADS to an actor's CPUs)."""
     import torch
 
-    from rllib_caps.tasks import get_task
+    from rllib_caps.envs.tasks import get_task
 
     torch.set_num_threads(1)
-    from rllib_caps.train import build_config, train
+    from rllib_caps.algorithms.registry import build_config
+    from rllib_caps.train import train
 
     settings = training(args)
     steps = settings.pop("steps")
     data = dataset_dir(args.data_root, get_task(args.task))
     for seed in range(args.trials):
-        config = build_config(args.task, data, steps=steps, heads=2, seed=seed, **settings)
-        algo, _ = train(config, steps, progress=False)
+        config = build_config("caps", args.task, data, steps=steps, heads=2, seed=seed, **settings)
+        algo, _ = train(config, progress=False)
         with atomic_directory(out / f"seed{seed}") as tmp:
             algo.save_to_path(tmp)
         algo.stop()

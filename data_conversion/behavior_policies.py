@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from rllib_caps.envs import make_env
-from rllib_caps.tasks import TaskSpec
+from rllib_caps.envs.tasks import TaskSpec
 
 logger = logging.getLogger(__name__)
 

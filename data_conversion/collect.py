@@ -37,10 +37,8 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 import time
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,8 +49,9 @@ from tqdm import tqdm
 
 from data_conversion.behavior_policies import GaussianPolicy, Snapshot, ensure_ray, train_snapshots
 from data_conversion.dsrl_format import KEYS, write_dsrl_hdf5
+from rllib_caps.core.atomic import atomic_file
 from rllib_caps.envs import make_env
-from rllib_caps.tasks import TaskSpec, get_task
+from rllib_caps.envs.tasks import TaskSpec, get_task
 
 logger = logging.getLogger(__name__)
 
@@ -205,13 +204,11 @@ def plot_card(path: Path, task: TaskSpec, episodes: Sequence[Episode], kept: np.
     ax.legend(fontsize=7, loc="lower right")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp.png")
     try:
-        fig.savefig(tmp)
-        os.replace(tmp, path)
+        with atomic_file(path) as tmp:
+            fig.savefig(tmp)
     finally:
         plt.close(fig)
-        tmp.unlink(missing_ok=True)
 
 
 @dataclass(frozen=True)

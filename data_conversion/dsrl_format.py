@@ -8,13 +8,15 @@ A DSRL file holds flat, row-aligned datasets at its root (see dsrl's ``OfflineEn
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
 
 import h5py
 import numpy as np
+
+from rllib_caps.core.atomic import temporary_sibling
+from rllib_caps.data.errors import DatasetError
 
 OBS_KEYS = ("observations", "next_observations")
 FLOAT_KEYS = (*OBS_KEYS, "actions", "rewards", "costs")
@@ -30,11 +32,7 @@ H5_CHUNK_ROWS = 4096  # rows per HDF5 chunk (about 0.5 MB for a 34-dim observati
 READ_CHUNK_ROWS = 131072  # rows per read of `DsrlReader.chunks`, a multiple of H5_CHUNK_ROWS
 
 
-class DatasetError(Exception):
-    """A problem with a dataset file or its conversion that the user can fix; one-line message."""
-
-
-class DsrlFormatError(DatasetError, ValueError):
+class DsrlFormatError(DatasetError):
     """A DSRL HDF5 file is unreadable or breaks the format; the message names the file and key."""
 
     def __init__(self, path: str | os.PathLike[str], key: str | None, problem: str) -> None:
@@ -62,7 +60,7 @@ class DsrlWriter:
         self.path = Path(path)
         self.rows = 0
         self._dims = {"obs_dim": obs_dim, "act_dim": act_dim}
-        self._tmp = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex}.tmp")
+        self._tmp = temporary_sibling(self.path)
         self._file = h5py.File(self._tmp, "x")
         try:
             for key in KEYS:

@@ -25,11 +25,9 @@ import hashlib
 import io
 import json
 import random
-import shutil
 import socket
 import sys
 import tempfile
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,16 +35,17 @@ from types import ModuleType
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from data_conversion.dsrl_format import READ_CHUNK_ROWS, DatasetError, DsrlReader
-from rllib_caps.compat.dsrl import load_infos
-from rllib_caps.tasks import TaskSpec, get_task
+from data_conversion.dsrl_format import READ_CHUNK_ROWS, DsrlReader
+from rllib_caps.core.atomic import atomic_directory
+from rllib_caps.data.errors import DatasetError
+from rllib_caps.data.schema import COLUMNS, DATA_DIR, METADATA_FILE, arrow_table, write_parquet_parts
+from rllib_caps.envs.compat.dsrl import load_infos
+from rllib_caps.envs.tasks import TaskSpec, get_task
 
 TOOL_VERSION = "1"  # bump when the output of the same input changes
 PART_ROWS = 4 * READ_CHUNK_ROWS  # rows per Parquet part file
-COLUMNS = ("obs", "actions", "rewards", "costs", "new_obs", "terminateds", "truncateds", "eps_id", "t")
 DOWNLOAD_TIMEOUT_S = 60.0
 FILTER_SEED = 0  # seeds the `random.sample` inside dsrl's density filter
 
@@ -257,40 +256,7 @@ def _tables(
             "eps_id": selection.eps_id[out],
             "t": selection.t[out],
         }
-        yield pa.table(
-            {
-                name: pa.FixedSizeListArray.from_arrays(value.ravel(), value.shape[1])
-                if value.ndim == 2
-                else pa.array(value)
-                for name, value in columns.items()
-            }
-        )
-
-
-def _write_parquet(tables: Iterator[pa.Table], data_dir: Path, part_rows: int, progress: tqdm) -> tuple[str, ...]:
-    """Write `tables` as ``part-NNNNN.parquet`` files of at most `part_rows` rows."""
-    files: list[str] = []
-    writer: pq.ParquetWriter | None = None
-    rows_in_part = 0
-    try:
-        for table in tables:
-            progress.update(len(table))
-            while len(table):
-                if writer is None or rows_in_part == part_rows:
-                    if writer is not None:
-                        writer.close()
-                    files.append(f"part-{len(files):05d}.parquet")
-                    # Dictionary encoding triples the write time and saves nothing on float vectors.
-                    writer = pq.ParquetWriter(data_dir / files[-1], table.schema, use_dictionary=False)
-                    rows_in_part = 0
-                take = min(len(table), part_rows - rows_in_part)
-                writer.write_table(table.slice(0, take))
-                rows_in_part += take
-                table = table.slice(take)
-    finally:
-        if writer is not None:
-            writer.close()
-    return tuple(files)
+        yield arrow_table(columns)
 
 
 def _metadata(
@@ -365,41 +331,16 @@ def convert(
     if not (np.isfinite(low).all() and np.isfinite(high).all() and (high > low).all()):
         raise ConversionError(f"task {spec.name} has unbounded or empty action bounds {low}..{high}")
     h5 = Path(h5_path) if h5_path is not None else download_dataset(spec)
-    created_parents = [p for p in (out_dir.parent, *out_dir.parent.parents) if not p.exists()]
-    tmp = out_dir.with_name(f".{out_dir.name}.tmp-{uuid.uuid4().hex}")
-    try:
-        with DsrlReader(h5) as reader:
-            reader.check_dims(spec.obs_dim, spec.act_dim)
-            selection = _select(spec, reader, dsrl_filter)
-            (tmp / "data").mkdir(parents=True)
-            counts = {"actions_clipped": 0}
-            with tqdm(total=len(selection.t), unit="row", unit_scale=True, desc=spec.name, disable=None) as bar:
-                tables = _tables(reader, selection, low, high, counts, chunk_rows)
-                files = _write_parquet(tables, tmp / "data", part_rows, bar)
-            metadata = _metadata(spec, h5, reader, selection, dsrl_filter, counts["actions_clipped"])
-        (tmp / "metadata.json").write_text(json.dumps(metadata, indent=2, sort_keys=True) + "\n")
-        _replace_dir(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        for parent in created_parents:  # deepest first
-            with contextlib.suppress(OSError):
-                parent.rmdir()
-        raise
+    with DsrlReader(h5) as reader, atomic_directory(out_dir, force=force) as tmp:
+        reader.check_dims(spec.obs_dim, spec.act_dim)
+        selection = _select(spec, reader, dsrl_filter)
+        counts = {"actions_clipped": 0}
+        with tqdm(total=len(selection.t), unit="row", unit_scale=True, desc=spec.name, disable=None) as bar:
+            tables = (bar.update(len(t)) or t for t in _tables(reader, selection, low, high, counts, chunk_rows))
+            files = write_parquet_parts(tables, tmp / DATA_DIR, part_rows)
+        metadata = _metadata(spec, h5, reader, selection, dsrl_filter, counts["actions_clipped"])
+        (tmp / METADATA_FILE).write_text(json.dumps(metadata, indent=2, sort_keys=True) + "\n")
     return ConversionSummary(out_dir, metadata["rows"], metadata["episodes"], files, metadata)
-
-
-def _replace_dir(src: Path, dst: Path) -> None:
-    """Rename `src` to `dst`, moving an existing `dst` aside first and deleting it afterwards."""
-    old = dst.with_name(f".{dst.name}.old-{uuid.uuid4().hex}")
-    if dst.exists():
-        dst.rename(old)
-    try:
-        src.rename(dst)
-    except OSError:
-        if old.exists():
-            old.rename(dst)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -20,30 +20,24 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import torch
 
-from rllib_caps.data import TransitionDataset
-from rllib_caps.losses import caps_iql_losses, polyak_update
+from rllib_caps.algorithms.caps.losses import caps_iql_losses
+from rllib_caps.core.losses import polyak_update
+from rllib_caps.data import TransitionDataset, schema
 
 
 def write_synthetic_dataset(directory: Path, rows: int, obs_dim: int, act_dim: int, seed: int = 0) -> Path:
     """A Parquet dataset in the converter's schema with random transitions (speed only, not learning)."""
     rng = np.random.default_rng(seed)
-
-    def lists(x: np.ndarray) -> pa.Array:
-        return pa.FixedSizeListArray.from_arrays(pa.array(x.reshape(-1)), x.shape[1])
-
-    obs = rng.normal(size=(rows, obs_dim)).astype(np.float32)
-    table = pa.table({
-        "obs": lists(obs), "actions": lists(rng.uniform(-1, 1, (rows, act_dim)).astype(np.float32)),
-        "rewards": rng.normal(size=rows).astype(np.float32), "costs": (rng.random(rows) < 0.1).astype(np.float32),
-        "new_obs": lists(obs), "terminateds": np.zeros(rows, bool), "truncateds": np.arange(rows) % 200 == 199,
-        "eps_id": np.arange(rows) // 200, "t": np.arange(rows) % 200,
+    obs = rng.normal(size=(rows, obs_dim))
+    table = schema.arrow_table({
+        schema.OBS: obs, schema.ACTIONS: rng.uniform(-1, 1, (rows, act_dim)), schema.REWARDS: rng.normal(size=rows),
+        schema.COSTS: rng.random(rows) < 0.1, schema.NEXT_OBS: obs, schema.TERMINATEDS: np.zeros(rows, bool),
+        schema.TRUNCATEDS: np.arange(rows) % 200 == 199, schema.EPS_ID: np.arange(rows) // 200,
+        schema.T: np.arange(rows) % 200,
     })
-    (directory / "data").mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, directory / "data" / "part-00000.parquet")
+    schema.write_parquet_parts([table], directory / schema.DATA_DIR, part_rows=rows)
     return directory
 
 
@@ -90,7 +84,7 @@ def measure(step: Callable[[int], None], steps: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rllib_caps.train import build_config
+    from rllib_caps.algorithms.registry import build_config
 
     p = argparse.ArgumentParser(prog="python -m rllib_caps.bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--hidden", type=int, default=512)
@@ -108,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         data = write_synthetic_dataset(Path(tmp), rows=100_000, obs_dim=8, act_dim=2)
         for heads in args.heads:
-            config = build_config("BallCircle", data, steps=args.steps, heads=heads, hidden=[args.hidden] * 2,
+            config = build_config("caps", "BallCircle", data, steps=args.steps, heads=heads, hidden=[args.hidden] * 2,
                                   batch_size=args.batch, eval_episodes=0)
             config.validate()
             runners = {"rllib": rllib_learner_step(config), "plain": plain_torch_step(config)}

@@ -1,172 +1,11 @@
-"""Registry of the 38 DSRL tasks: ids, simulator ids, sizes, episode lengths, cost thresholds and the
-reward/cost ranges used for normalised scores.
-
-Episode lengths and reward/cost ranges are read from ``dsrl.infos``; sizes and action bounds are a
-literal table that ``tests/test_envs.py`` checks against the real simulators.
-
-Run ``python -m rllib_caps.tasks --help`` to print the registry.
-"""
+"""Print the registry of the 38 DSRL tasks: ``python -m rllib_caps.tasks [--tasks SEL] [--json]``."""
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import difflib
 import json
-from dataclasses import dataclass
 
-from rllib_caps.compat.dsrl import load_infos
-
-SUITES: tuple[str, ...] = ("bullet", "safetygym", "velocity", "metadrive")
-
-# Cost thresholds (kappa) used by the paper: {10, 20, 40} for Bullet and MetaDrive, {20, 40, 80} otherwise.
-SUITE_THRESHOLDS: dict[str, tuple[int, int, int]] = {
-    "bullet": (10, 20, 40),
-    "safetygym": (20, 40, 80),
-    "velocity": (20, 40, 80),
-    "metadrive": (10, 20, 40),
-}
-
-
-@dataclass(frozen=True)
-class TaskSpec:
-    """One DSRL task and the simulator that runs it."""
-
-    id: str  # DSRL id, e.g. "OfflineBallCircle-v0"
-    name: str  # short name, e.g. "BallCircle", "PointGoal1", "easysparse"
-    suite: str  # one of SUITES
-    env_id: str  # simulator id, e.g. "SafetyBallCircle-v0"
-    obs_dim: int
-    act_dim: int
-    action_low: tuple[float, ...]  # simulator action bounds
-    action_high: tuple[float, ...]
-    max_episode_steps: int
-    thresholds: tuple[int, int, int]
-    max_reward: float
-    min_reward: float
-    max_cost: float
-    min_cost: float
-
-    def to_dict(self) -> dict:
-        """All fields as JSON-friendly values (tuples become lists)."""
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
-
-
-# (suite, short name) -> (obs_dim, act_dim); every simulator action space here is the box [-1, 1]^act_dim.
-_SIZES: dict[tuple[str, str], tuple[int, int]] = {
-    **{
-        ("bullet", f"{agent}{task}"): (obs + (task == "Circle"), act)
-        for agent, obs, act in (("Ball", 7, 2), ("Car", 7, 2), ("Drone", 17, 4), ("Ant", 33, 8))
-        for task in ("Run", "Circle")
-    },
-    **{
-        ("safetygym", f"{agent}{task}{level}"): (obs + extra, 2)
-        for agent, extra in (("Point", 0), ("Car", 12))
-        for task, obs in (("Button", 76), ("Goal", 60), ("Push", 76), ("Circle", 28))
-        for level in (1, 2)
-    },
-    **{
-        ("velocity", f"{agent}Velocity"): (obs, act)
-        for agent, obs, act in (
-            ("Ant", 27, 8),
-            ("HalfCheetah", 17, 6),
-            ("Hopper", 11, 3),
-            ("Swimmer", 8, 2),
-            ("Walker2d", 17, 6),
-        )
-    },
-    **{
-        ("metadrive", f"{road}{traffic}"): (259, 2)
-        for road in ("easy", "medium", "hard")
-        for traffic in ("sparse", "mean", "dense")
-    },
-}
-
-
-def _ids(suite: str, name: str) -> tuple[str, str]:
-    """(DSRL id, simulator id) of a task."""
-    if suite == "bullet":
-        return f"Offline{name}-v0", f"Safety{name}-v0"
-    if suite == "safetygym":
-        return f"Offline{name}Gymnasium-v0", f"Safety{name}-v0"
-    if suite == "velocity":
-        return f"Offline{name}Gymnasium-v1", f"Safety{name}-v1"
-    return f"OfflineMetadrive-{name}-v0", f"SafeMetaDrive-{name}-v0"
-
-
-def _build_registry() -> dict[str, TaskSpec]:
-    infos = load_infos()
-    tasks = {}
-    for (suite, name), (obs_dim, act_dim) in _SIZES.items():
-        dsrl_id, env_id = _ids(suite, name)
-        tasks[name] = TaskSpec(
-            id=dsrl_id,
-            name=name,
-            suite=suite,
-            env_id=env_id,
-            obs_dim=obs_dim,
-            act_dim=act_dim,
-            action_low=(-1.0,) * act_dim,
-            action_high=(1.0,) * act_dim,
-            max_episode_steps=int(infos.DEFAULT_MAX_EPISODE_STEPS[name]),
-            thresholds=SUITE_THRESHOLDS[suite],
-            max_reward=float(infos.MAX_EPISODE_REWARD[name]),
-            min_reward=float(infos.MIN_EPISODE_REWARD[name]),
-            max_cost=float(infos.MAX_EPISODE_COST[name]),
-            min_cost=float(infos.MIN_EPISODE_COST[name]),
-        )
-    return tasks
-
-
-TASKS: dict[str, TaskSpec] = _build_registry()
-
-_BY_KEY: dict[str, TaskSpec] = {
-    key.lower(): spec for spec in TASKS.values() for key in (spec.name, spec.id)
-}
-
-
-def _unknown(word: str, what: str) -> ValueError:
-    """A ValueError naming the closest valid spellings of ``word``."""
-    valid = ["all", *SUITES, *TASKS, *(spec.id for spec in TASKS.values())]
-    by_lower = {v.lower(): v for v in valid}
-    close = [by_lower[c] for c in difflib.get_close_matches(word.lower(), list(by_lower), n=5, cutoff=0.5)]
-    hint = f"closest valid names: {', '.join(close)}" if close else f"suites: {', '.join(SUITES)}"
-    return ValueError(
-        f"unknown {what} {word!r}; {hint} (run `python -m rllib_caps.tasks` to list all 38 tasks)"
-    )
-
-
-def get_task(name_or_id: str) -> TaskSpec:
-    """The task with this short name or DSRL id (case-insensitive)."""
-    spec = _BY_KEY.get(name_or_id.strip().lower())
-    if spec is None:
-        raise _unknown(name_or_id, "task")
-    return spec
-
-
-def select_tasks(selection: str) -> list[TaskSpec]:
-    """Tasks named by ``selection``: ``all``, a suite name, or a comma list of those and task names/ids.
-
-    Matching is case-insensitive; duplicates are dropped and the first-seen order is kept.
-    """
-    words = [w.strip() for w in selection.split(",") if w.strip()]
-    if not words:
-        raise ValueError(f"empty task selection {selection!r}; use 'all', a suite ({', '.join(SUITES)}) "
-                         "or a comma list of task names")
-    chosen: dict[str, TaskSpec] = {}
-    for word in words:
-        key = word.lower()
-        if key == "all":
-            matches = list(TASKS.values())
-        elif key in SUITES:
-            matches = [spec for spec in TASKS.values() if spec.suite == key]
-        elif key in _BY_KEY:
-            matches = [_BY_KEY[key]]
-        else:
-            raise _unknown(word, "task or suite")
-        for spec in matches:
-            chosen.setdefault(spec.name, spec)
-    return list(chosen.values())
+from rllib_caps.envs.tasks import SUITES, TaskSpec, select_tasks
 
 
 def format_table(tasks: list[TaskSpec]) -> str:
@@ -195,9 +34,12 @@ def format_table(tasks: list[TaskSpec]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Print the task registry as a table or as JSON."""
-    parser = argparse.ArgumentParser(prog="python -m rllib_caps.tasks", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m rllib_caps.tasks",
+        description="The 38 DSRL tasks: ids, simulators, sizes, episode lengths, cost thresholds and the "
+                    "reward/cost ranges of the normalised scores.")
     parser.add_argument("--tasks", default="all",
-                        help="'all', a suite (bullet, safetygym, velocity, metadrive) or a comma list of "
+                        help="'all', a suite (" + ", ".join(SUITES) + ") or a comma list of "
                              "task names/ids (default: all)")
     parser.add_argument("--json", action="store_true", help="print a JSON list of task objects")
     args = parser.parse_args(argv)

@@ -15,7 +15,7 @@ import numpy as np
 from data_conversion.dsrl_format import write_dsrl_hdf5
 from data_conversion.dsrl_to_parquet import convert
 from rllib_caps.envs import make_env
-from rllib_caps.tasks import get_task
+from rllib_caps.envs.tasks import get_task
 
 ACTION_SCALES = (0.2, 0.6, 1.0)  # uniform-noise amplitude, cycled per episode: cautious to reckless
 

@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 import torch
 
+from rllib_caps.algorithms.caps.policy import CAPSPolicy
+from rllib_caps.algorithms.registry import build_config
+from rllib_caps.core.rollout import evaluate_policy
 from rllib_caps.data import TransitionDataset
-from rllib_caps.evaluate import evaluate_policy
-from rllib_caps.policy import CAPSPolicy
-from rllib_caps.tasks import get_task
-from rllib_caps.train import build_config, train
+from rllib_caps.envs.tasks import get_task
+from rllib_caps.train import train
 
 BUNDLED = Path(__file__).resolve().parents[1] / "datasets" / "BallCircle"
 pytestmark = pytest.mark.slow
@@ -23,20 +24,20 @@ def tiny_config(**overrides):
     settings = dict(steps=40, heads=3, hidden=[32, 32], batch_size=64, updates_per_iteration=20, eval_episodes=2,
                     seed=0)
     settings.update(overrides)
-    return build_config("BallCircle", BUNDLED, **settings)
+    return build_config("caps", "BallCircle", BUNDLED, **settings)
 
 
 def test_train_evaluates_every_threshold_reproducibly_and_checkpoint_round_trips(ray_session, tmp_path):
     from ray.rllib.algorithms.algorithm import Algorithm
 
-    algo, result = train(tiny_config(), steps=40, progress=False)
-    caps = result["evaluation"]["caps"]
+    algo, result = train(tiny_config(), progress=False)
+    caps = result["evaluation"]["dsrl"]
     assert sorted(caps["thresholds"], key=float) == ["10", "20", "40"]
     for r in caps["thresholds"].values():
         assert r["episodes"] == 2 and r["mean_length"] == 200
         assert sum(r["head_usage"].values()) == pytest.approx(1.0)
         assert r["normalized_cost"] == pytest.approx(r["cost"] / r["threshold"])
-    again = algo.evaluate()["caps"]
+    again = algo.evaluate()["dsrl"]
     for key, r in caps["thresholds"].items():
         assert again["thresholds"][key]["reward"] == pytest.approx(r["reward"])
         assert again["thresholds"][key]["cost"] == pytest.approx(r["cost"])
@@ -79,9 +80,9 @@ def test_two_learners_stay_in_sync_under_ddp(ray_session):
 def test_learning_on_bundled_dataset(ray_session, tmp_path):
     """A short CPU run: cost grows with κ yet stays within κ, and κ = 40 beats the cost head alone."""
     task = get_task("BallCircle")
-    config = build_config("BallCircle", BUNDLED, steps=3000, heads=2, hidden=[128, 128], batch_size=256,
+    config = build_config("caps", "BallCircle", BUNDLED, steps=3000, heads=2, hidden=[128, 128], batch_size=256,
                           updates_per_iteration=1000, eval_episodes=0, seed=0)
-    algo, _ = train(config, steps=3000, progress=False)
+    algo, _ = train(config, progress=False)
     algo.save_to_path(tmp_path / "ckpt")
     algo.stop()
     policy = CAPSPolicy.from_checkpoint(tmp_path / "ckpt")

@@ -10,11 +10,12 @@ import torch
 from ray.rllib.core.columns import Columns
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
-from rllib_caps.caps.caps import CAPSConfig
-from rllib_caps.caps.cost_budget_connector import CostBudget
-from rllib_caps.caps.keys import COST_SPENT, HEAD, STEP
-from rllib_caps.caps.torch.default_caps_torch_rl_module import DefaultCAPSTorchRLModule
-from rllib_caps.switching import remaining_budget_threshold, select_heads
+from rllib_caps.algorithms.caps.caps import CAPSConfig
+from rllib_caps.algorithms.caps.switching import select_heads
+from rllib_caps.algorithms.caps.torch.default_caps_torch_rl_module import DefaultCAPSTorchRLModule
+from rllib_caps.core.budget import remaining_budget_threshold
+from rllib_caps.core.budget_connector import CostBudget
+from rllib_caps.core.keys import COST_SPENT, HEAD, STEP
 
 OBS, ACT = 6, 2
 
@@ -67,7 +68,7 @@ def test_forward_inference_is_the_switching_rule_on_head_values():
     obs = torch.randn(64, OBS)
     spent, step = torch.rand(64) * 4, torch.randint(0, 50, (64,)).float()
     out = module.forward_inference({Columns.OBS: obs, COST_SPENT: spent, STEP: step})
-    means, q_reward, q_cost = module.head_values(obs)
+    means, q_reward, q_cost = module.head_values(obs, step)
     expected = select_heads(q_reward, q_cost, remaining_budget_threshold(3.0, spent, step, 50, 0.99))
     torch.testing.assert_close(out[HEAD], expected)
     torch.testing.assert_close(out[Columns.ACTIONS], means[torch.arange(64), expected])
@@ -79,7 +80,7 @@ def test_cost_estimate_is_pessimistic_in_both_sign_conventions():
     for implementation, sign in (("paper", 1.0), ("code", -1.0)):
         module = make_module(implementation=implementation)
         obs = torch.randn(8, OBS)
-        means, _, q_cost = module.head_values(obs)
+        means, _, q_cost = module.head_values(obs, torch.zeros(8))
         obs_k = obs.unsqueeze(1).expand(-1, module.num_heads, -1)
         q1, q2 = module.qc(obs_k, means)
         torch.testing.assert_close(q_cost, torch.max(sign * q1, sign * q2))

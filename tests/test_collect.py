@@ -13,7 +13,7 @@ import pytest
 
 from data_conversion.collect import bin_cap, grid_filter, main
 from data_conversion.dsrl_format import DTYPES, KEYS
-from rllib_caps.tasks import get_task
+from rllib_caps.envs.tasks import get_task
 
 TASK = get_task("BallCircle")
 TINY = ["--task", "BallCircle", "--penalties", "0,5", "--train-steps", "400", "--snapshots", "2",

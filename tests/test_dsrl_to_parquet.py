@@ -18,7 +18,7 @@ from test_dsrl_format import BROKEN_KINDS, dsrl_arrays, make_broken_file
 
 from data_conversion.dsrl_format import DsrlFormatError, read_dsrl_hdf5, write_dsrl_hdf5
 from data_conversion.dsrl_to_parquet import COLUMNS, ConversionError, DsrlFilter, convert, main
-from rllib_caps.tasks import get_task
+from rllib_caps.envs.tasks import get_task
 
 BALL = get_task("BallCircle")  # obs 8, act 2
 # Episode ends: (last row, terminal, timeout). Row 129 ends an episode with both flags; the last 20 rows

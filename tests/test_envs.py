@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from rllib_caps.envs import make_env, register_envs
-from rllib_caps.tasks import TASKS, TaskSpec, get_task
+from rllib_caps.envs.tasks import TASKS, TaskSpec, get_task
 
 SEED = 3
 STEPS = 20

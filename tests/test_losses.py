@@ -1,4 +1,4 @@
-"""CAPS(IQL) losses (``rllib_caps/losses.py``) against hand-computed values, plus gradient isolation."""
+"""CAPS(IQL) losses and the shared critic losses against hand-computed values, plus gradient isolation."""
 
 from __future__ import annotations
 
@@ -11,19 +11,18 @@ import pytest
 import torch
 from torch import nn
 
-from rllib_caps.caps import keys as m
-from rllib_caps.losses import (
+from rllib_caps.algorithms.caps import keys as m
+from rllib_caps.algorithms.caps.losses import (
     CAPSLossSettings,
     actor_loss,
     caps_iql_losses,
-    critic_pair_losses,
     default_lambdas,
-    expectile_loss,
     gaussian_log_prob,
     head_coefficients,
     head_weights,
-    polyak_update,
 )
+from rllib_caps.core.losses import critic_pair_losses, expectile_loss, polyak_update
+from rllib_caps.data import schema
 
 HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
@@ -238,20 +237,16 @@ def test_polyak_update() -> None:
 # ---------------------------------------------------------------------------------------- full CAPS(IQL) loss
 
 
-def test_settings_defaults_are_the_paper_table() -> None:
-    s = CAPSLossSettings()
-    assert (s.gamma, s.reward_scale, s.expectile_reward, s.expectile_cost, s.beta, s.max_weight) == (
-        0.99, 0.1, 0.7, 0.7, 3.0, 100.0)
-    assert s.lambdas == () and s.implementation == "paper"
-    assert not s.cost_maximize
-    assert CAPSLossSettings(implementation="code").cost_maximize
+def test_code_mode_maximises_negated_cost() -> None:
+    assert not CAPSLossSettings(**SETTINGS, implementation="paper").cost_maximize
+    assert CAPSLossSettings(**SETTINGS, implementation="code").cost_maximize
 
 
 def _tiny_batch() -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     """B = 2, K = 3 heads (λ = 0.5), A = 1. Row 1 is terminated."""
     batch = {
-        m.REWARDS: t(10.0, 20.0), m.COSTS: t(1.0, 0.0), m.TERMINATEDS: torch.tensor([False, True]),
-        m.ACTIONS: t(0.5, -1.0).reshape(2, 1),
+        schema.REWARDS: t(10.0, 20.0), schema.COSTS: t(1.0, 0.0), schema.TERMINATEDS: torch.tensor([False, True]),
+        schema.ACTIONS: t(0.5, -1.0).reshape(2, 1),
     }
     fwd_out = {
         m.QR_PREDS: t(1.0, 3.0), m.QR_TWIN_PREDS: t(2.0, 2.0),
@@ -268,7 +263,7 @@ def _tiny_batch() -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
 
 
 SETTINGS = dict(gamma=0.5, reward_scale=0.1, expectile_reward=0.7, expectile_cost=0.7, beta=1.0, max_weight=100.0,
-                lambdas=(0.5,))
+                lambdas=(0.5,), time_limit="bootstrap")
 
 
 # rel=1e-6 below, not 1e-12: expectile_loss builds its τ / 1 − τ weights from Python floats with
@@ -316,10 +311,10 @@ def test_cost_critics_regress_on_signed_cost(implementation: str, cost_sign: flo
     convention ("paper": +c, "code": −c) and not at the other one."""
     fwd_out, batch = _tiny_batch()
     settings = CAPSLossSettings(**SETTINGS, implementation=implementation)
-    not_done = 1.0 - batch[m.TERMINATEDS].double()
+    not_done = 1.0 - batch[schema.TERMINATEDS].double()
 
     def qc_loss_at(sign: float) -> float:
-        y = sign * batch[m.COSTS] + settings.gamma * not_done * fwd_out[m.VC_PREDS_NEXT]
+        y = sign * batch[schema.COSTS] + settings.gamma * not_done * fwd_out[m.VC_PREDS_NEXT]
         return caps_iql_losses(dict(fwd_out, **{m.QC_PREDS: y, m.QC_TWIN_PREDS: y}), batch, settings)["qc_loss"].item()
 
     assert qc_loss_at(cost_sign) == 0.0
@@ -328,7 +323,7 @@ def test_cost_critics_regress_on_signed_cost(implementation: str, cost_sign: flo
 
 def test_caps_iql_losses_ignore_truncation() -> None:
     fwd_out, batch = _tiny_batch()
-    settings = CAPSLossSettings(**SETTINGS)
+    settings = CAPSLossSettings(**SETTINGS, implementation="paper")
     plain = caps_iql_losses(fwd_out, batch, settings)
     truncated = caps_iql_losses(fwd_out, dict(batch, truncateds=torch.tensor([True, True])), settings)
     for key in plain:
@@ -362,7 +357,7 @@ class _Nets(nn.Module):
         }
 
     def forward(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        obs, next_obs, act = batch[m.OBS], batch[m.NEXT_OBS], batch[m.ACTIONS]
+        obs, next_obs, act = batch[schema.OBS], batch[schema.NEXT_OBS], batch[schema.ACTIONS]
         sa = torch.cat([obs, act], -1)
         q = {name: getattr(self, name)(sa).squeeze(-1) for name in
              ("qr1", "qr2", "qc1", "qc2", "qr1_target", "qr2_target", "qc1_target", "qc2_target")}
@@ -389,11 +384,11 @@ def test_loss_terms_touch_disjoint_parameters(implementation: str) -> None:
             p.add_(0.1 * torch.randn_like(p))
     b = 6
     batch = {
-        m.OBS: torch.randn(b, 3), m.NEXT_OBS: torch.randn(b, 3), m.ACTIONS: torch.randn(b, 2),
-        m.REWARDS: torch.randn(b), m.COSTS: torch.randint(0, 2, (b,)).float(),
-        m.TERMINATEDS: torch.tensor([False, True, False, False, True, False]),
+        schema.OBS: torch.randn(b, 3), schema.NEXT_OBS: torch.randn(b, 3), schema.ACTIONS: torch.randn(b, 2),
+        schema.REWARDS: torch.randn(b), schema.COSTS: torch.randint(0, 2, (b,)).float(),
+        schema.TERMINATEDS: torch.tensor([False, True, False, False, True, False]),
     }
-    settings = CAPSLossSettings(lambdas=tuple(default_lambdas(4)), implementation=implementation)
+    settings = CAPSLossSettings(**{**SETTINGS, "lambdas": tuple(default_lambdas(4))}, implementation=implementation)
     losses = caps_iql_losses(nets(batch), batch, settings)
     groups = nets.groups()
     everything = [p for ps in groups.values() for p in ps]

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from rllib_caps.metadrive_env import (
+from rllib_caps.envs.metadrive import (
     ACT_DIM,
     LIDAR_DIM,
     OBS_DIM,
@@ -23,7 +23,7 @@ from rllib_caps.metadrive_env import (
     dsrl_config,
     make_metadrive_env,
 )
-from rllib_caps.tasks import get_task
+from rllib_caps.envs.tasks import get_task
 
 FULL_THROTTLE = np.array([0.0, 1.0])
 HARD_LEFT = np.array([1.0, 1.0])

@@ -8,20 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from rllib_caps.report import (
-    COST_LIMITS,
-    CostLimitTable,
-    MainTable,
-    ReportError,
-    format_cost_limits,
-    format_latex,
-    format_markdown,
-    limit_for,
-    load_trials,
-    main,
-    summarize,
-    write_report,
-)
+from rllib_caps.report import MainTable, ReportError, load_trials, summarize, write_report
+from rllib_caps.report.__main__ import main
+from rllib_caps.report.cost_limits import COST_LIMITS, CostLimitTable, format_cost_limits, limit_for
+from rllib_caps.report.tables import format_latex, format_markdown
 
 FIXTURE = Path(__file__).parent / "fixtures" / "report_results" / "experiment"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rllib_caps.scoring import (
+from rllib_caps.core.scoring import (
     EpisodeOutcome,
     ThresholdResult,
     average_over_thresholds,

@@ -10,15 +10,17 @@ import yaml
 from ray.tune.search.optuna import OptunaSearch
 from sim_datasets import make_data_root  # tests/sim_datasets.py
 
+from rllib_caps.envs.tasks import get_task
 from rllib_caps.report import TrialRecord, load_trials
-from rllib_caps.search import METRIC, SearchSpace, SeedRepeater, best_parameters, make_searcher, search_space
-from rllib_caps.tasks import get_task
-from rllib_caps.tune import SweepError, SweepOptions, constrained_objective, parse_args, resolve_options, trial_settings
+from rllib_caps.sweeps.options import SweepError, SweepOptions, resolve_options
+from rllib_caps.sweeps.search import METRIC, SearchSpace, SeedRepeater, best_parameters, make_searcher, search_space
+from rllib_caps.sweeps.trials import constrained_objective, trial_settings
+from rllib_caps.tune import parse_args
 
 
 def _record(beta: float, seed: int, reward: float, cost: float, task: str = "BallCircle") -> TrialRecord:
     evaluation = {"thresholds": {}, "mean": {"normalized_reward": reward, "normalized_cost": cost}}
-    return TrialRecord(task=task, heads=2, seed=seed, search={"awr_beta": beta}, evaluation=evaluation,
+    return TrialRecord(algo="caps", task=task, heads=2, seed=seed, search={"awr_beta": beta}, evaluation=evaluation,
                        trial_dir=Path(f"/t/{beta}/{seed}"), checkpoint=None)
 
 
@@ -71,7 +73,7 @@ def test_search_space_sorts_lambdas_and_checks_ranges() -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_optuna_search_returns_constrained_best_parameters(ray_address: str, tmp_path: Path) -> None:
-    from rllib_caps.search import run_search
+    from rllib_caps.sweeps.search import run_search
 
     data_root = make_data_root(tmp_path / "data", ["BallCircle"], episodes=4)
     options = SweepOptions(tasks="BallCircle", seeds=[0], heads=[3], data_root=str(data_root), storage=str(tmp_path),

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from rllib_caps.switching import remaining_budget_threshold, select_heads
+from rllib_caps.algorithms.caps.switching import select_heads
+from rllib_caps.core.budget import remaining_budget_threshold
 
 
 def _select(q_reward: list[list[float]], q_cost: list[list[float]], threshold: list[float]) -> list[int]:

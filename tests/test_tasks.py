@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from rllib_caps.tasks import SUITES, TASKS, TaskSpec, get_task, select_tasks
+from rllib_caps.envs.tasks import SUITES, TASKS, TaskSpec, get_task, select_tasks
 
 
 def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

@@ -23,7 +23,8 @@ import pytest
 import torch
 from cmdp import CMDP, cost_optimal_policy, cost_variation, optimal_cost, policy_cost, random_cmdp, reachable
 
-from rllib_caps.switching import remaining_budget_threshold, select_heads
+from rllib_caps.algorithms.caps.switching import select_heads
+from rllib_caps.core.budget import remaining_budget_threshold
 
 KAPPAS = (0.0, 1.0, 2.5, 4.0, 6.0, 9.0)
 TOL = 1e-9

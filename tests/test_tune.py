@@ -15,21 +15,13 @@ import pytest
 import yaml
 from sim_datasets import make_data_root  # tests/sim_datasets.py
 
+from rllib_caps.envs.tasks import get_task
 from rllib_caps.report import MainTable, load_trials, summarize, write_report
-from rllib_caps.tasks import get_task
-from rllib_caps.tune import (
-    SweepError,
-    SweepOptions,
-    constrained_objective,
-    dashboard_message,
-    dataset_dir,
-    load_config_file,
-    parse_args,
-    plan_resources,
-    resolve_options,
-    run_sweep,
-    trial_settings,
-)
+from rllib_caps.sweeps.options import SweepError, SweepOptions, load_config_file, resolve_options
+from rllib_caps.sweeps.resources import plan_resources
+from rllib_caps.sweeps.runner import dashboard_message, run_sweep
+from rllib_caps.sweeps.trials import constrained_objective, dataset_dir, trial_settings
+from rllib_caps.tune import parse_args
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY_TRAINING = {"steps": 60, "updates_per_iteration": 30, "hidden": [16, 16], "batch_size": 32, "eval_episodes": 1}

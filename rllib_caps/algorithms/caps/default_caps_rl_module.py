@@ -1,0 +1,34 @@
+"""Framework-agnostic part of the CAPS RLModule: column names, model-config keys, inference API.
+
+The torch implementation lives in ``torch/default_caps_torch_rl_module.py`` (like RLlib's IQL).
+"""
+
+from __future__ import annotations
+
+import abc
+
+from ray.rllib.core.rl_module.apis import InferenceOnlyAPI, TargetNetworkAPI
+from ray.rllib.core.rl_module.rl_module import RLModule
+from ray.rllib.utils.annotations import override
+
+
+class DefaultCAPSRLModule(RLModule, InferenceOnlyAPI, TargetNetworkAPI, abc.ABC):
+    """One actor with K heads, twin Q^r/Q^c critics with targets, and V^r/V^c.
+
+    ``model_config`` keys (filled in by ``CAPSConfig``): ``hidden`` (list of ints), ``num_heads``,
+    ``shared_actor``, ``learn_std``, ``cost_maximize`` (True when the cost critics are trained on −c),
+    ``gamma`` and ``horizon`` (for the switching threshold conversion), ``time_limit`` (with
+    ``"time_aware"`` the critics also take (T − t)/T), and ``task`` (the registry name, so a deployed
+    checkpoint knows its task).
+
+    The inference-only copy (used by EnvRunners) keeps the actor and the online Q critics, which the
+    switching rule needs at act time; value functions and target nets are training-only.
+    """
+
+    @override(InferenceOnlyAPI)
+    def get_non_inference_attributes(self) -> list[str]:
+        return ["vr", "vc", "qr_target", "qc_target"]
+
+    @abc.abstractmethod
+    def set_cost_threshold(self, threshold: float) -> None:
+        """Sets the undiscounted episode budget κ used by the switching rule at act time."""

@@ -1,0 +1,135 @@
+"""CAPS(IQL) losses as small pure torch functions (paper Sec. "IQL Instantiation", Eq. 8-9).
+
+Everything here works on plain tensors, so it is unit-tested without Ray and shared by the RLlib
+learner and the plain-PyTorch benchmark loop. The critic-pair losses are the shared ones of
+``rllib_caps.core.losses``; advantages are goodness-oriented (see there).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from rllib_caps.algorithms.caps import keys as m
+from rllib_caps.core.losses import critic_pair_losses
+from rllib_caps.core.time_limit import episode_ends
+from rllib_caps.data import schema
+
+
+def default_lambdas(num_heads: int) -> list[float]:
+    """λ_k = k / ((K − 1) / 2) for the K − 2 middle heads k = 1 … K − 2 (paper, hyperparameter table)."""
+    if num_heads < 2:
+        raise ValueError(f"num_heads must be >= 2, got {num_heads}")
+    return [k / ((num_heads - 1) / 2) for k in range(1, num_heads - 1)]
+
+
+def head_coefficients(lambdas: list[float]) -> tuple[list[float], list[float]]:
+    """Per-head (reward, cost) advantage coefficients: head 0 uses A^r only, head K−1 uses −A^c only,
+    middle head k uses A^r − λ_k A^c (paper, text after Eq. 9)."""
+    reward = [1.0] + [1.0] * len(lambdas) + [0.0]
+    cost = [0.0] + list(lambdas) + [1.0]
+    return reward, cost
+
+
+def head_weights(
+    reward_advantage: torch.Tensor,
+    cost_advantage: torch.Tensor,
+    *,
+    beta: float,
+    reward_coef: list[float],
+    cost_coef: list[float],
+    max_weight: float = 100.0,
+    mode: str = "paper",
+) -> torch.Tensor:
+    """Advantage weights of the K heads, shape ``(B, K)`` (docs/paper.md, choice 1).
+
+    - ``"paper"``: ``w_k = min(exp(β (A^r − λ_k A^c)), max_weight)`` (Eq. 8);
+    - ``"code"``: ``w_r = min(exp(β A^r), max)``, ``w_c = min(exp(β A^{−c}), max)``, ``w_k = w_r + λ_k w_c``.
+
+    Both advantages are goodness-oriented (see module docstring); the coefficients come from
+    :func:`head_coefficients`.
+    """
+    a_r = reward_advantage.unsqueeze(-1)
+    a_c = cost_advantage.unsqueeze(-1)
+    r = torch.as_tensor(reward_coef, dtype=a_r.dtype, device=a_r.device)
+    c = torch.as_tensor(cost_coef, dtype=a_c.dtype, device=a_c.device)
+    if mode == "paper":
+        return torch.clamp(torch.exp(beta * (r * a_r + c * a_c)), max=max_weight)
+    if mode == "code":
+        w_r = torch.clamp(torch.exp(beta * a_r), max=max_weight)
+        w_c = torch.clamp(torch.exp(beta * a_c), max=max_weight)
+        return r * w_r + c * w_c
+    raise ValueError(f"implementation must be 'paper' or 'code', got {mode!r}")
+
+
+def gaussian_log_prob(actions: torch.Tensor, mean: torch.Tensor, log_std: torch.Tensor) -> torch.Tensor:
+    """Diagonal Gaussian log-density of dataset actions under every head.
+
+    Args:
+        actions: ``(B, A)``; mean: ``(B, K, A)``; log_std: broadcastable to ``(B, K, A)``.
+
+    Returns:
+        ``(B, K)``. With ``log_std = 0`` (the authors' code) this is −½‖a − μ_k‖² + const, i.e. the
+        advantage-weighted MSE the code optimises.
+    """
+    dist = torch.distributions.Normal(mean, log_std.exp().expand_as(mean))
+    return dist.log_prob(actions.unsqueeze(1)).sum(-1)
+
+
+def actor_loss(log_probs: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Advantage-weighted regression for all heads at once: ``−Σ_k E[w_k log π_k(a|s)]`` (Eq. 8)."""
+    return -(weights.detach() * log_probs).mean(0).sum()
+
+
+@dataclass(frozen=True)
+class CAPSLossSettings:
+    """Hyperparameters the CAPS(IQL) loss needs; ``CAPSConfig.loss_settings()`` fills them from the config,
+    the one home of their defaults."""
+
+    gamma: float
+    reward_scale: float
+    expectile_reward: float
+    expectile_cost: float
+    beta: float
+    max_weight: float
+    lambdas: tuple[float, ...]
+    implementation: str
+    time_limit: str
+
+    @property
+    def cost_maximize(self) -> bool:
+        """The authors' code trains the cost critics on −c (maximised); the paper on +c (minimised)."""
+        return self.implementation == "code"
+
+
+def caps_iql_losses(fwd_out: dict[str, torch.Tensor], batch: dict[str, torch.Tensor],
+                    settings: CAPSLossSettings) -> dict[str, torch.Tensor]:
+    """All CAPS(IQL) loss terms from one ``_forward_train`` output; their sum is the total loss.
+
+    Every term touches a disjoint set of parameters (targets and advantage weights are detached), so
+    one backward pass on the sum gives each network exactly the gradient of its own loss.
+    """
+    terminateds = episode_ends(batch, settings.time_limit)
+    reward = critic_pair_losses(
+        q1=fwd_out[m.QR_PREDS], q2=fwd_out[m.QR_TWIN_PREDS], q1_target=fwd_out[m.QR_TARGET_PREDS],
+        q2_target=fwd_out[m.QR_TARGET_TWIN_PREDS], v=fwd_out[m.VR_PREDS], v_next=fwd_out[m.VR_PREDS_NEXT],
+        signal=settings.reward_scale * batch[schema.REWARDS], terminateds=terminateds,
+        gamma=settings.gamma, expectile=settings.expectile_reward, maximize=True,
+    )
+    cost_sign = -1.0 if settings.cost_maximize else 1.0
+    cost = critic_pair_losses(
+        q1=fwd_out[m.QC_PREDS], q2=fwd_out[m.QC_TWIN_PREDS], q1_target=fwd_out[m.QC_TARGET_PREDS],
+        q2_target=fwd_out[m.QC_TARGET_TWIN_PREDS], v=fwd_out[m.VC_PREDS], v_next=fwd_out[m.VC_PREDS_NEXT],
+        signal=cost_sign * batch[schema.COSTS], terminateds=terminateds,
+        gamma=settings.gamma, expectile=settings.expectile_cost, maximize=settings.cost_maximize,
+    )
+    reward_coef, cost_coef = head_coefficients(list(settings.lambdas))
+    weights = head_weights(reward.advantage, cost.advantage, beta=settings.beta, reward_coef=reward_coef,
+                           cost_coef=cost_coef, max_weight=settings.max_weight, mode=settings.implementation)
+    log_probs = gaussian_log_prob(batch[schema.ACTIONS], fwd_out[m.HEAD_MEANS], fwd_out[m.HEAD_LOG_STD])
+    return {
+        "actor_loss": actor_loss(log_probs, weights),
+        "qr_loss": reward.q_loss, "vr_loss": reward.v_loss,
+        "qc_loss": cost.q_loss, "vc_loss": cost.v_loss,
+    }

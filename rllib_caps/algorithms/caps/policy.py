@@ -1,0 +1,106 @@
+"""Deploy a trained CAPS bundle without Ray: load the RLModule from a checkpoint and act.
+
+    policy = CAPSPolicy.from_checkpoint("checkpoints/BallCircle")
+    policy.reset(threshold=20.0)
+    obs, info = env.reset(seed=0)
+    cost = 0.0
+    while True:
+        action = policy.act(obs, cost)            # cost: info["cost"] of the previous step
+        obs, reward, terminated, truncated, info = env.step(action)
+        cost = info["cost"]
+        ...
+
+Batched use (a vector env of N copies): ``reset(threshold, batch_size=N)``, then ``act(obs[N, D], costs[N])``
+and ``reset_envs(mask)`` for the copies that started a new episode.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_LEARNER_GROUP, COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
+from ray.rllib.core.rl_module.rl_module import RLModule
+from ray.rllib.utils.spaces.space_utils import unsquash_action
+
+from rllib_caps.core.budget import BudgetTracker
+
+
+def module_checkpoint_dir(path: str | Path) -> Path:
+    """The RLModule directory inside an Algorithm checkpoint (or ``path`` if it already is one)."""
+    path = Path(path)
+    nested = path / COMPONENT_LEARNER_GROUP / COMPONENT_LEARNER / COMPONENT_RL_MODULE / DEFAULT_MODULE_ID
+    if nested.is_dir():
+        return nested
+    if (path / "class_and_ctor_args.pkl").is_file():
+        return path
+    raise FileNotFoundError(f"{path}: not a CAPS checkpoint (no {nested.relative_to(path)} inside)")
+
+
+class CAPSPolicy:
+    """The CAPS switching policy on CPU; ``budget`` (a ``BudgetTracker``) keeps c_<t and t per episode."""
+
+    def __init__(self, module: RLModule) -> None:
+        self.module = module.eval()
+        self.reset(threshold=float("inf"))
+
+    @classmethod
+    def from_checkpoint(cls, path: str | Path) -> CAPSPolicy:
+        """Loads the module from an ``Algorithm`` checkpoint directory (or its RLModule subdirectory)."""
+        module = RLModule.from_checkpoint(module_checkpoint_dir(path))
+        return cls(module.to("cpu"))
+
+    @property
+    def num_heads(self) -> int:
+        return self.module.num_heads
+
+    @property
+    def task(self) -> str | None:
+        """The registry name of the task the bundle was trained on (None for a custom env)."""
+        return self.module.model_config.get("task")
+
+    def reset(self, threshold: float, batch_size: int = 1, fixed_head: int | None = None) -> None:
+        """Starts new episode(s) with budget κ = ``threshold`` (undiscounted, in the env's cost units).
+
+        ``fixed_head`` bypasses the switching rule and always acts with that head (for ablations, e.g.
+        the cost head K−1 alone).
+        """
+        if fixed_head is not None and not 0 <= fixed_head < self.num_heads:
+            raise ValueError(f"fixed_head must be in [0, {self.num_heads - 1}], got {fixed_head}")
+        self.threshold = float(threshold)
+        self.fixed_head = fixed_head
+        self.budget = BudgetTracker(batch_size)
+        self._acted = np.zeros(batch_size, dtype=bool)  # an action whose cost has not been recorded yet
+        self.last_heads = np.zeros(batch_size, dtype=np.int64)
+
+    def reset_envs(self, mask: np.ndarray) -> None:
+        """Restarts the episode bookkeeping of the batch entries where ``mask`` is True."""
+        mask = np.asarray(mask, dtype=bool)
+        self.budget.restart(mask)
+        self._acted[mask] = False
+
+    @torch.no_grad()
+    def act(self, obs: np.ndarray, cost: float | np.ndarray = 0.0) -> np.ndarray:
+        """The CAPS action(s) in the env's action bounds.
+
+        ``cost`` is the cost the previous step incurred (``info["cost"]``); it is ignored on the first
+        call of an episode. ``obs`` is one observation or a batch ``(N, D)``.
+        """
+        single = np.ndim(obs) == 1
+        obs_batch = np.atleast_2d(np.asarray(obs, dtype=np.float32))
+        self.budget.record(cost, mask=self._acted)
+        obs_tensor = torch.from_numpy(obs_batch)
+        if self.fixed_head is None:
+            actions, heads = self.module.switching_actions(
+                obs_tensor, torch.from_numpy(self.budget.spent), torch.from_numpy(self.budget.step.astype(np.float64)),
+                self.threshold,
+            )
+        else:
+            actions = self.module.actor(obs_tensor)[:, self.fixed_head]
+            heads = torch.full((obs_batch.shape[0],), self.fixed_head)
+        self._acted[:] = True
+        self.last_heads = heads.numpy()
+        # The same mapping RLlib's EnvRunners apply with `normalize_actions=True`.
+        env_actions = unsquash_action(actions.numpy(), self.module.action_space).astype(np.float32)
+        return env_actions[0] if single else env_actions

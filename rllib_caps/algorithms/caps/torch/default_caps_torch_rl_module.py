@@ -1,0 +1,180 @@
+"""Torch CAPS RLModule: shared-body multi-head actor, twin reward and cost critics, value functions."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.learner.utils import make_target_network
+from ray.rllib.core.rl_module.apis import TargetNetworkAPI
+from ray.rllib.core.rl_module.torch import TorchRLModule
+from ray.rllib.utils.annotations import override
+from torch import nn
+
+from rllib_caps.algorithms.caps.default_caps_rl_module import DefaultCAPSRLModule
+from rllib_caps.algorithms.caps.keys import (
+    HEAD_LOG_STD,
+    HEAD_MEANS,
+    QC_PREDS,
+    QC_TARGET_PREDS,
+    QC_TARGET_TWIN_PREDS,
+    QC_TWIN_PREDS,
+    QR_PREDS,
+    QR_TARGET_PREDS,
+    QR_TARGET_TWIN_PREDS,
+    QR_TWIN_PREDS,
+    VC_PREDS,
+    VC_PREDS_NEXT,
+    VR_PREDS,
+    VR_PREDS_NEXT,
+)
+from rllib_caps.algorithms.caps.switching import select_heads
+from rllib_caps.core.budget import remaining_budget_threshold
+from rllib_caps.core.keys import COST_SPENT, HEAD, STEP
+from rllib_caps.core.nets import TwinQ, mlp
+from rllib_caps.core.time_limit import remaining_time
+from rllib_caps.data.schema import T
+
+LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
+
+
+class MultiHeadActor(nn.Module):
+    """K Gaussian heads; ``shared=True`` puts them on one body (paper), else K separate actors (ablation).
+
+    Means are tanh-squashed into the normalised action box [-1, 1]; the log-std is one state-independent
+    parameter per head (paper) or fixed at 0 when ``learn_std=False`` (authors' code: std stays 1).
+    """
+
+    def __init__(self, obs_dim: int, act_dim: int, hidden: list[int], num_heads: int, shared: bool,
+                 learn_std: bool) -> None:
+        super().__init__()
+        self.num_heads, self.act_dim, self.shared = num_heads, act_dim, shared
+        bodies = 1 if shared else num_heads
+        self.bodies = nn.ModuleList(mlp(obs_dim, hidden, None) for _ in range(bodies))
+        self.heads = nn.ModuleList(nn.Linear(hidden[-1], act_dim) for _ in range(num_heads))
+        log_std = torch.zeros(num_heads, act_dim)
+        if learn_std:
+            self.log_std = nn.Parameter(log_std)
+        else:
+            self.register_buffer("log_std", log_std)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Per-head action means, shape ``(B, K, A)``."""
+        features = [body(obs) for body in self.bodies]
+        means = [head(features[0 if self.shared else k]) for k, head in enumerate(self.heads)]
+        return torch.tanh(torch.stack(means, dim=1))
+
+    def clamped_log_std(self) -> torch.Tensor:
+        return self.log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
+
+
+class DefaultCAPSTorchRLModule(TorchRLModule, DefaultCAPSRLModule):
+    framework: str = "torch"
+
+    @override(TorchRLModule)
+    def setup(self) -> None:
+        cfg = self.model_config
+        obs_dim = int(math.prod(self.observation_space.shape))
+        act_dim = int(math.prod(self.action_space.shape))
+        hidden = list(cfg["hidden"])
+        self.num_heads = int(cfg["num_heads"])
+        self.gamma = float(cfg["gamma"])
+        self.horizon = int(cfg["horizon"])
+        # +1: cost critics hold +c (paper); -1: they hold -c (authors' code). Q^c in cost units is sign * q.
+        self.cost_sign = -1.0 if cfg["cost_maximize"] else 1.0
+        self.cost_threshold = math.inf
+        # Time-aware critics see (T − t)/T as one more input (rllib_caps.core.time_limit); the actor does not.
+        self.time_aware = cfg.get("time_limit", "bootstrap") == "time_aware"
+        critic_obs_dim = obs_dim + int(self.time_aware)
+
+        self.actor = MultiHeadActor(obs_dim, act_dim, hidden, self.num_heads, bool(cfg["shared_actor"]),
+                                    bool(cfg["learn_std"]))
+        self.qr = TwinQ(critic_obs_dim, act_dim, hidden)
+        self.qc = TwinQ(critic_obs_dim, act_dim, hidden)
+        if not self.inference_only:
+            self.vr = mlp(critic_obs_dim, hidden, 1)
+            self.vc = mlp(critic_obs_dim, hidden, 1)
+
+    def critic_input(self, obs: torch.Tensor, step: torch.Tensor | None) -> torch.Tensor:
+        """The critics' state input: ``obs``, with the remaining-time fraction appended when time-aware."""
+        if not self.time_aware:
+            return obs
+        return torch.cat([obs, remaining_time(step, self.horizon).to(obs.dtype)], dim=-1)
+
+    @override(TargetNetworkAPI)
+    def make_target_networks(self) -> None:
+        self.qr_target = make_target_network(self.qr)
+        self.qc_target = make_target_network(self.qc)
+
+    @override(TargetNetworkAPI)
+    def get_target_network_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
+        return [(self.qr, self.qr_target), (self.qc, self.qc_target)]
+
+    @override(TargetNetworkAPI)
+    def forward_target(self, batch: dict[str, Any]) -> dict[str, Any]:
+        obs, actions = self.critic_input(batch[Columns.OBS], batch.get(T)), batch[Columns.ACTIONS]
+        qr1, qr2 = self.qr_target(obs, actions)
+        qc1, qc2 = self.qc_target(obs, actions)
+        return {QR_TARGET_PREDS: qr1, QR_TARGET_TWIN_PREDS: qr2, QC_TARGET_PREDS: qc1, QC_TARGET_TWIN_PREDS: qc2}
+
+    def set_cost_threshold(self, threshold: float) -> None:
+        self.cost_threshold = float(threshold)
+
+    def head_values(self, obs: torch.Tensor, step: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Every head's action with its Q^r (min twin) and pessimistic Q^c in cost units at step ``step``.
+
+        Returns ``(means (B, K, A), q_reward (B, K), q_cost (B, K))``; the online critics are used
+        (docs/paper.md, choice 6).
+        """
+        means = self.actor(obs)
+        critic_obs = self.critic_input(obs, step)
+        obs_k = critic_obs.unsqueeze(1).expand(-1, self.num_heads, -1)
+        qr1, qr2 = self.qr(obs_k, means)
+        qc1, qc2 = self.qc(obs_k, means)
+        q_cost = torch.max(self.cost_sign * qc1, self.cost_sign * qc2)
+        return means, torch.min(qr1, qr2), q_cost
+
+    def switching_actions(self, obs: torch.Tensor, cost_spent: torch.Tensor, step: torch.Tensor,
+                          cost_threshold: torch.Tensor | float) -> tuple[torch.Tensor, torch.Tensor]:
+        """The CAPS action for each state and the head that produced it."""
+        means, q_reward, q_cost = self.head_values(obs, step)
+        threshold = remaining_budget_threshold(cost_threshold, cost_spent, step, self.horizon, self.gamma)
+        heads = select_heads(q_reward, q_cost, threshold)
+        actions = means[torch.arange(means.shape[0], device=means.device), heads]
+        return actions, heads
+
+    @override(TorchRLModule)
+    def _forward_inference(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
+        obs = batch[Columns.OBS].float()
+        zeros = torch.zeros(obs.shape[0], device=obs.device)
+        cost_spent = batch.get(COST_SPENT, zeros).float()
+        step = batch.get(STEP, zeros).float()
+        actions, heads = self.switching_actions(obs, cost_spent, step, self.cost_threshold)
+        return {Columns.ACTIONS: actions, HEAD: heads}
+
+    @override(TorchRLModule)
+    def _forward_exploration(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
+        # Offline training never explores; evaluation always uses the deterministic switching rule.
+        return self._forward_inference(batch, **kwargs)
+
+    @override(TorchRLModule)
+    def _forward_train(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
+        obs, actions, step = batch[Columns.OBS], batch[Columns.ACTIONS], batch.get(T)
+        critic_obs = self.critic_input(obs, step)
+        next_critic_obs = self.critic_input(batch[Columns.NEXT_OBS], None if step is None else step + 1)
+        qr1, qr2 = self.qr(critic_obs, actions)
+        qc1, qc2 = self.qc(critic_obs, actions)
+        with torch.no_grad():
+            out = self.forward_target(batch)
+        out.update({
+            HEAD_MEANS: self.actor(obs),
+            HEAD_LOG_STD: self.actor.clamped_log_std(),
+            QR_PREDS: qr1, QR_TWIN_PREDS: qr2, QC_PREDS: qc1, QC_TWIN_PREDS: qc2,
+            VR_PREDS: self.vr(critic_obs).squeeze(-1), VC_PREDS: self.vc(critic_obs).squeeze(-1),
+        })
+        with torch.no_grad():
+            out[VR_PREDS_NEXT] = self.vr(next_critic_obs).squeeze(-1)
+            out[VC_PREDS_NEXT] = self.vc(next_critic_obs).squeeze(-1)
+        return out

@@ -1,0 +1,88 @@
+"""The algorithm registry: what the sweeps, the report and the CLIs need to know of each algorithm.
+
+Importing this module imports neither Ray nor any algorithm; ``config_class`` is resolved on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# Friendly setting names (CLI flags, the sweep YAML's `training`) -> the config attributes they set.
+SETTING_ALIASES = {
+    "steps": "num_gradient_steps",
+    "heads": "num_heads",
+    "batch_size": "train_batch_size_per_learner",
+    "eval_episodes": "evaluation_duration",
+    "eval_runners": "evaluation_num_env_runners",
+    "thresholds": "evaluation_thresholds",
+}
+EVALUATION_SETTINGS = ("evaluation_duration", "evaluation_num_env_runners", "evaluation_thresholds")
+
+
+@dataclass(frozen=True)
+class AlgorithmEntry:
+    """One algorithm: how to build its config, how to label its trials, what a search may tune, and whether
+    the cost limit κ is chosen at deployment (one policy for every κ) or is a training axis (one per κ)."""
+
+    name: str
+    config_path: str  # "module:ClassName" of its OfflineSafeConfig subclass
+    trial_label: Callable[[Mapping[str, Any]], str]  # trial params -> the report's configuration label
+    searchable: tuple[str, ...]
+    threshold_at_deployment: bool
+
+    @property
+    def config_class(self) -> type:
+        module, _, name = self.config_path.partition(":")
+        return getattr(importlib.import_module(module), name)
+
+
+def _caps_label(params: Mapping[str, Any]) -> str:
+    label = f"K={int(params['heads'])}"
+    search = params.get("search") or {}
+    if "awr_beta" in search:
+        label += f" β={search['awr_beta']:.3g}"
+    if search.get("lambdas"):
+        label += " λ=" + ",".join(f"{v:.3g}" for v in search["lambdas"])
+    return label
+
+
+ALGORITHMS: dict[str, AlgorithmEntry] = {
+    "caps": AlgorithmEntry(name="caps", config_path="rllib_caps.algorithms.caps.caps:CAPSConfig",
+                           trial_label=_caps_label, searchable=("awr_beta", "lambdas"), threshold_at_deployment=True),
+}
+
+
+def get_algorithm(name: str) -> AlgorithmEntry:
+    try:
+        return ALGORITHMS[name.lower()]
+    except KeyError:
+        raise ValueError(f"unknown algorithm {name!r}; known: {', '.join(ALGORITHMS)}") from None
+
+
+def build_config(algo: str, task: str, data: str | Path, *, seed: int = 0, num_learners: int = 0,
+                 num_gpus_per_learner: float = 0.0, **settings: Any) -> Any:
+    """The algorithm's config for one task and dataset, ready to ``build_algo()``.
+
+    ``settings`` are config attributes or their friendly names (``SETTING_ALIASES``); only those given
+    (not None) are set, so everything else keeps the config class's default. ``eval_episodes=0`` trains
+    without evaluation; otherwise the last of ``num_iterations`` iterations evaluates at every threshold.
+    """
+    from rllib_caps.data import parquet_files
+
+    entry = get_algorithm(algo)
+    given = {SETTING_ALIASES.get(k, k): v for k, v in settings.items() if v is not None}
+    evaluation = {k: given.pop(k) for k in EVALUATION_SETTINGS if k in given}
+    config = (entry.config_class()
+              .environment(task)
+              .offline_data(input_=str(parquet_files(data).resolve()))
+              .training(**given)
+              .learners(num_learners=num_learners, num_gpus_per_learner=num_gpus_per_learner)
+              .debugging(seed=seed))
+    config.updates_per_iteration = min(config.updates_per_iteration, config.num_gradient_steps)
+    episodes = evaluation.pop("evaluation_duration", config.evaluation_duration)
+    return config.evaluation(evaluation_interval=config.num_iterations if episodes > 0 else None,
+                             evaluation_duration=max(episodes, 1), **evaluation)

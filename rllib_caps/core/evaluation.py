@@ -1,0 +1,97 @@
+"""Evaluation at cost thresholds on RLlib's evaluation EnvRunners: the custom evaluation function of every
+offline safe algorithm here (``OfflineSafeConfig.custom_evaluation_function``).
+
+For each κ the module is told the threshold (``set_cost_threshold``), the runners roll out
+``evaluation_duration`` episodes from the same seeds, and each episode is reduced to an ``EpisodeOutcome``
+on its runner. Results go to ``evaluation/dsrl/thresholds/<κ>/...`` and ``evaluation/dsrl/mean`` (the
+schema of ``rllib_caps.core.results``), plus RLlib's usual ``evaluation/env_runners`` episode statistics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+from ray.rllib.utils.metrics import (
+    ENV_RUNNER_RESULTS,
+    EPISODE_LEN_MEAN,
+    EPISODE_RETURN_MEAN,
+    EVALUATION_RESULTS,
+    NUM_EPISODES,
+)
+from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
+
+from rllib_caps.core.budget import info_cost
+from rllib_caps.core.keys import HEAD
+from rllib_caps.core.results import results_dict
+from rllib_caps.core.scoring import EpisodeOutcome, summarize
+
+RESULTS_KEY = "dsrl"  # evaluation/dsrl/...: DSRL-scored results per threshold
+
+
+def episode_outcomes(episodes: Iterable[Any], num_heads: int) -> list[EpisodeOutcome]:
+    """Undiscounted return, summed ``info["cost"]``, length and per-head step counts of each episode."""
+    outcomes = []
+    for episode in episodes:
+        infos = episode.get_infos()[1:]  # infos[0] comes from reset
+        heads = np.asarray(episode.get_extra_model_outputs(HEAD), dtype=np.int64).reshape(-1)
+        outcomes.append(EpisodeOutcome(
+            reward=float(episode.get_return()),
+            cost=float(sum(info_cost(info) for info in infos)),
+            length=len(episode),
+            head_counts=tuple(int(c) for c in np.bincount(heads, minlength=num_heads)),
+        ))
+    return outcomes
+
+
+def evaluate_at_thresholds(algorithm: Any, eval_runners: Any) -> tuple[dict, int, int]:
+    """RLlib custom evaluation: roll out the policy at every threshold of ``config.thresholds``.
+
+    Each threshold gets ``evaluation_duration`` episodes, split over the runners. ``sample(num_episodes=…)``
+    re-seeds each runner's envs with its fixed seed, so every threshold sees the same start states and
+    results are reproducible. Returns ``{"dsrl": {"thresholds": {"κ": ...}, "mean": ...}}``.
+    """
+    config = algorithm.config
+    task = config.task
+    min_reward, max_reward = (task.min_reward, task.max_reward) if task else (0.0, 1.0)
+    summaries, all_outcomes = [], []
+    for threshold in config.thresholds:
+        eval_runners.foreach_env_runner(lambda er, k=threshold: er.module.set_cost_threshold(k),
+                                        local_env_runner=True)
+        outcomes = _sample_outcomes(eval_runners, config.evaluation_duration, config.num_policy_heads)
+        all_outcomes += outcomes
+        summaries.append(summarize(outcomes, threshold, min_reward, max_reward))
+    env_steps = sum(o.length for o in all_outcomes)
+    results = results_dict(summaries)
+    _log_evaluation(algorithm, results, all_outcomes)
+    return {RESULTS_KEY: results}, env_steps, env_steps
+
+
+def _log_evaluation(algorithm: Any, results: dict, outcomes: list[EpisodeOutcome]) -> None:
+    """Puts the results where RLlib's ``evaluate()`` reads them: ``evaluation/dsrl/...``, plus RLlib's
+    usual ``evaluation/env_runners`` episode statistics over all thresholds."""
+    results_logger, runner_logger = MetricsLogger(), MetricsLogger()
+    results_logger.log_dict(results, window=1)
+    runner_logger.log_dict({
+        EPISODE_RETURN_MEAN: float(np.mean([o.reward for o in outcomes])),
+        EPISODE_LEN_MEAN: float(np.mean([o.length for o in outcomes])),
+        NUM_EPISODES: len(outcomes),
+    }, window=1)
+    algorithm.metrics.aggregate([results_logger.reduce()], key=(EVALUATION_RESULTS, RESULTS_KEY))
+    algorithm.metrics.aggregate([runner_logger.reduce()], key=(EVALUATION_RESULTS, ENV_RUNNER_RESULTS))
+
+
+def _sample_outcomes(eval_runners: Any, num_episodes: int, num_heads: int) -> list[EpisodeOutcome]:
+    """Runs the episodes, split over the remote runners (or on the local one), and reduces each episode
+    to an ``EpisodeOutcome`` on the runner, so little data moves."""
+    remote = eval_runners.num_remote_env_runners()
+    if remote == 0:
+        episodes = eval_runners.local_env_runner.sample(num_episodes=num_episodes, explore=False)
+        return episode_outcomes(episodes, num_heads)
+    shares = [len(part) for part in np.array_split(np.arange(num_episodes), remote)]
+    per_runner = eval_runners.foreach_env_runner(
+        lambda er: episode_outcomes(er.sample(num_episodes=shares[er.worker_index - 1], explore=False), num_heads),
+        local_env_runner=False,
+    )
+    return [outcome for outcomes in per_runner for outcome in outcomes]

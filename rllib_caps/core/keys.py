@@ -1,0 +1,8 @@
+"""Batch columns that the evaluation connector adds and module outputs that evaluation reads (no Ray import).
+
+Dataset columns (``obs``, ``costs``, ``t``, ...) are in ``rllib_caps.data.schema``.
+"""
+
+COST_SPENT = "cost_spent"  # c_<t: undiscounted cost incurred so far in the episode
+STEP = "step"  # t: 0-based step index within the episode
+HEAD = "head"  # extra model output: which policy head acted (0 for single-policy algorithms)

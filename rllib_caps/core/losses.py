@@ -1,0 +1,66 @@
+"""Losses shared by the offline algorithms with critics, as small pure torch functions (no Ray import).
+
+Sign convention. A critic pair is trained on a signal it either maximises (reward; or cost in the
+authors' code, which trains on −c) or minimises (cost in the paper's equations, trained on +c).
+"Goodness" advantages are always oriented so that larger is better: ``A^r`` for reward and
+``−A^c`` (= ``A^{−c}``) for cost, so the callers read the same in both conventions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+def expectile_loss(diff: torch.Tensor, expectile: float) -> torch.Tensor:
+    """IQL's asymmetric L2: ``|τ − 1(u < 0)| u²`` averaged over the batch."""
+    weight = torch.where(diff > 0, torch.full_like(diff, expectile), torch.full_like(diff, 1.0 - expectile))
+    return (weight * diff.pow(2)).mean()
+
+
+@dataclass
+class CriticPairLosses:
+    """Losses of one (twin Q, V) pair and the goodness advantage it hands to the actor."""
+
+    q_loss: torch.Tensor
+    v_loss: torch.Tensor
+    advantage: torch.Tensor  # detached, larger = better, shape (B,)
+
+
+def critic_pair_losses(
+    *,
+    q1: torch.Tensor,
+    q2: torch.Tensor,
+    q1_target: torch.Tensor,
+    q2_target: torch.Tensor,
+    v: torch.Tensor,
+    v_next: torch.Tensor,
+    signal: torch.Tensor,
+    terminateds: torch.Tensor,
+    gamma: float,
+    expectile: float,
+    maximize: bool,
+) -> CriticPairLosses:
+    """IQL for one critic pair (Kostrikov et al. 2022; CAPS trains one for reward, one for cost).
+
+    - V: expectile regression onto the pessimistic target twin (min when maximising, max when
+      minimising), ``L_V = E[L_τ(±(Q̂(s,a) − V(s)))]``;
+    - Q: TD regression ``L_Q = E[(signal + γ (1 − terminated) V(s') − Q_i(s,a))²]`` for both twins,
+      where ``terminateds`` marks the transitions that stop the bootstrap (``rllib_caps.core.time_limit``).
+    """
+    sign = 1.0 if maximize else -1.0
+    pessimistic_target = torch.min(q1_target, q2_target) if maximize else torch.max(q1_target, q2_target)
+    pessimistic_target = pessimistic_target.detach()
+    v_loss = expectile_loss(sign * (pessimistic_target - v), expectile)
+    td_target = (signal + gamma * (1.0 - terminateds.float()) * v_next).detach()
+    q_loss = 0.5 * ((q1 - td_target).pow(2).mean() + (q2 - td_target).pow(2).mean())
+    advantage = (sign * (pessimistic_target - v)).detach()
+    return CriticPairLosses(q_loss=q_loss, v_loss=v_loss, advantage=advantage)
+
+
+def polyak_update(online: torch.nn.Module, target: torch.nn.Module, tau: float) -> None:
+    """θ' ← τ θ + (1 − τ) θ' for every parameter (in place, no grad)."""
+    with torch.no_grad():
+        for p, p_target in zip(online.parameters(), target.parameters(), strict=True):
+            p_target.lerp_(p, tau)

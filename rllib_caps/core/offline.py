@@ -1,0 +1,205 @@
+"""The offline base every safe algorithm here builds on, the way RLlib's ``IQLConfig`` builds on ``MARWILConfig``.
+
+``OfflineSafeConfig`` holds what all of them share: the DSRL task (spaces, horizon, thresholds), training
+length, the in-memory data path, the time-limit handling of the critics and the evaluation at cost
+thresholds. ``OfflineSafeAlgorithm`` trains without training EnvRunners: N updates on every learner per
+iteration, evaluation through ``rllib_caps.core.evaluation``. Subclasses add their hyperparameters,
+module and learner.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from ray.rllib.algorithms.algorithm import Algorithm
+from ray.rllib.algorithms.algorithm_config import AlgorithmConfig, NotProvided
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.offline.offline_data import OfflineData
+from ray.rllib.utils.annotations import override
+from ray.rllib.utils.checkpoints import Checkpointable
+from ray.rllib.utils.metrics import LEARNER_RESULTS, LEARNER_UPDATE_TIMER, NUM_ENV_STEPS_TRAINED_LIFETIME, TIMERS
+
+from rllib_caps.core.budget_connector import CostBudget
+from rllib_caps.core.evaluation import evaluate_at_thresholds
+from rllib_caps.core.time_limit import TIME_LIMITS
+from rllib_caps.data import parquet_files
+from rllib_caps.envs import TaskSpec, get_task, register_envs
+from rllib_caps.envs.tasks import is_task_name
+
+
+class OfflineSafeConfig(AlgorithmConfig):
+    """Settings shared by the offline safe algorithms (``.training(...)``), with their defaults:
+
+        num_gradient_steps: gradient steps of a whole training run (the paper: 100k; MetaDrive 200k).
+        updates_per_iteration: gradient steps per ``Algorithm.train()`` call.
+        hidden: hidden layer sizes of every network.
+        tau: Polyak coefficient of the target nets, applied after every gradient step.
+        time_limit: "bootstrap", "terminal" or "time_aware" (``rllib_caps.core.time_limit``).
+        horizon: episode length T for the budget conversion and time-aware critics (default: the task's).
+
+    Evaluation (``.evaluation(...)``) rolls out the policy at each of ``evaluation_thresholds`` (default: the
+    task's three DSRL thresholds) for ``evaluation_duration`` episodes each.
+    """
+
+    def __init__(self, algo_class: type | None = None) -> None:
+        super().__init__(algo_class=algo_class)
+        self.num_gradient_steps = 100_000
+        self.updates_per_iteration = 1000
+        self.hidden = [512, 512]
+        self.tau = 0.005
+        self.time_limit = "bootstrap"
+        self.horizon: int | None = None
+        self.evaluation_thresholds: list[float] | None = None
+        # RLlib settings that differ for offline safe RL.
+        self.gamma = 0.99
+        self.lr = None
+        self.train_batch_size_per_learner = 512
+        self.num_env_runners = 0
+        self.normalize_actions = True
+        self.evaluation_duration = 20
+        self.evaluation_duration_unit = "episodes"
+        self.evaluation_config = {"explore": False}
+        self.custom_evaluation_function = evaluate_at_thresholds
+        self.offline_data_class = InMemoryOfflineData
+        self._is_online = False  # no training EnvRunners (like MARWIL/IQL)
+
+    @override(AlgorithmConfig)
+    def training(self, *, num_gradient_steps: int = NotProvided, updates_per_iteration: int = NotProvided,
+                 hidden: list[int] = NotProvided, tau: float = NotProvided, time_limit: str = NotProvided,
+                 horizon: int | None = NotProvided, **kwargs: Any) -> OfflineSafeConfig:
+        super().training(**kwargs)
+        for name, value in locals().items():
+            if name not in ("self", "kwargs", "__class__") and value is not NotProvided:
+                setattr(self, name, value)
+        return self
+
+    @override(AlgorithmConfig)
+    def evaluation(self, *, evaluation_thresholds: list[float] | None = NotProvided,
+                   **kwargs: Any) -> OfflineSafeConfig:
+        super().evaluation(**kwargs)
+        if evaluation_thresholds is not NotProvided:
+            self.evaluation_thresholds = evaluation_thresholds
+        return self
+
+    @property
+    def task(self) -> TaskSpec | None:
+        """The registry entry of ``env`` (a DSRL id or short name), or None for a custom env."""
+        return get_task(self.env) if isinstance(self.env, str) and is_task_name(self.env) else None
+
+    @property
+    def num_iterations(self) -> int:
+        """``Algorithm.train()`` calls of a whole run: ``ceil(num_gradient_steps / updates_per_iteration)``."""
+        return math.ceil(self.num_gradient_steps / self.updates_per_iteration)
+
+    @property
+    def num_policy_heads(self) -> int:
+        """Policy heads whose use evaluation counts (1 for single-policy algorithms)."""
+        return 1
+
+    @property
+    def thresholds(self) -> list[float]:
+        if self.evaluation_thresholds is not None:
+            return [float(k) for k in self.evaluation_thresholds]
+        if self.task is None:
+            raise ValueError("evaluation_thresholds must be set for an env that is not a DSRL task")
+        return [float(k) for k in self.task.thresholds]
+
+    @property
+    def resolved_horizon(self) -> int:
+        if self.horizon is not None:
+            return int(self.horizon)
+        if self.task is None:
+            raise ValueError("horizon must be set for an env that is not a DSRL task")
+        return self.task.max_episode_steps
+
+    @override(AlgorithmConfig)
+    def validate(self) -> None:
+        self._fill_spaces_from_registry()
+        super().validate()
+        if not self.is_offline:
+            self._value_error(f"{type(self).__name__} trains offline: set .offline_data(input_=DATASET_DIR)")
+        for name in ("num_gradient_steps", "updates_per_iteration", "train_batch_size_per_learner"):
+            if getattr(self, name) < 1:
+                self._value_error(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.time_limit not in TIME_LIMITS:
+            self._value_error(f"time_limit must be one of {TIME_LIMITS}, got {self.time_limit!r}")
+        self.resolved_horizon  # noqa: B018  (raises for a custom env without horizon)
+
+    def _fill_spaces_from_registry(self) -> None:
+        """Offline training has no env runner to ask, so take the spaces from the task registry."""
+        task = self.task
+        if task is not None and self.observation_space is None:
+            self.observation_space = gym.spaces.Box(-np.inf, np.inf, (task.obs_dim,), np.float32)
+        if task is not None and self.action_space is None:
+            self.action_space = gym.spaces.Box(np.array(task.action_low, np.float32),
+                                               np.array(task.action_high, np.float32))
+
+    @property
+    @override(AlgorithmConfig)
+    def _model_config_auto_includes(self) -> dict[str, Any]:
+        return super()._model_config_auto_includes | {
+            "hidden": list(self.hidden), "gamma": self.gamma, "horizon": self.resolved_horizon,
+            "time_limit": self.time_limit, "task": self.task.name if self.task is not None else None,
+        }
+
+    @override(AlgorithmConfig)
+    def build_env_to_module_connector(self, env=None, spaces=None, device=None):
+        pipeline = super().build_env_to_module_connector(env=env, spaces=spaces, device=device)
+        pipeline.prepend(CostBudget())
+        return pipeline
+
+
+class InMemoryOfflineData(OfflineData):
+    """Stands in for RLlib's ``OfflineData``: the learners load the dataset themselves
+    (``OfflineSafeLearner``), so the driver only checks that the path exists and starts no Ray Data pipeline."""
+
+    def __init__(self, config: AlgorithmConfig) -> None:  # noqa: D107  (no super(): no Ray Data)
+        self.config = config
+        self.path = parquet_files(config.input_ if isinstance(config.input_, str) else config.input_[0])
+
+
+class OfflineSafeAlgorithm(Algorithm):
+    """An offline algorithm without training EnvRunners, evaluated at cost thresholds."""
+
+    @override(Algorithm)
+    def setup(self, config: AlgorithmConfig) -> None:
+        if config.task is not None:
+            register_envs()  # so EnvRunners can build the DSRL task by its id or short name
+        super().setup(config)
+
+    @override(Algorithm)
+    def restore_from_path(self, path: Any, *args: Any, **kwargs: Any) -> None:
+        """Restores the learner group and pushes its weights to the evaluation EnvRunners.
+
+        ``Algorithm.restore_from_path`` then syncs the training EnvRunners, which an offline algorithm
+        does not have (it raises on ``None`` in Ray 2.60), so the generic ``Checkpointable`` restore is used.
+        """
+        Checkpointable.restore_from_path(self, path, *args, **kwargs)
+        if self.eval_env_runner_group is not None:
+            self.eval_env_runner_group.sync_weights(from_worker_or_learner_group=self.learner_group,
+                                                    inference_only=True)
+
+    @override(Algorithm)
+    def get_module(self, module_id: str = DEFAULT_MODULE_ID) -> Any:
+        """The current (learner) module: there are no training EnvRunners to ask, unlike online algorithms."""
+        if self.learner_group.is_local:
+            return self.learner_group._learner.module[module_id]
+        module = self.config.get_rl_module_spec(module_id=module_id).build()
+        module.set_state(self.learner_group.get_weights(module_ids=[module_id])[module_id])
+        return module
+
+    @override(Algorithm)
+    def training_step(self) -> None:
+        """``updates_per_iteration`` gradient steps on every learner (in parallel), then log metrics."""
+        num_updates = self.config.updates_per_iteration
+        with self.metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):
+            results = self.learner_group.foreach_learner(
+                lambda learner: learner.update_from_dataset(num_updates=num_updates)
+            )
+        results = [call.get() for call in results]  # RemoteCallResults, local learner or not
+        self.metrics.aggregate(results, key=LEARNER_RESULTS)
+        steps = num_updates * self.config.train_batch_size_per_learner * max(1, self.config.num_learners)
+        self.metrics.log_value(NUM_ENV_STEPS_TRAINED_LIFETIME, steps, reduce="lifetime_sum")

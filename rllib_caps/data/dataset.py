@@ -1,0 +1,72 @@
+"""The offline transition dataset, held in memory on the learner's device and sampled there.
+
+Reads the Parquet written by ``python -m data_conversion.dsrl_to_parquet`` (see ``rllib_caps.data.schema``).
+Holding the few million rows of a DSRL task as device tensors and sampling indices there is much cheaper than
+RLlib's ``OfflineData`` pipeline. ``eps_id`` and ``t`` are kept, so algorithms that need whole episodes or
+the time step (time-aware critics) have them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.dataset as pads
+import torch
+
+from rllib_caps.data.errors import DatasetError
+from rllib_caps.data.schema import COLUMNS, DATA_DIR, DTYPES, REWARDS
+
+
+def parquet_files(path: str | Path) -> Path:
+    """Resolves a converted dataset directory (with ``data/``) or a Parquet directory/file."""
+    path = Path(path)
+    if (path / DATA_DIR).is_dir():
+        path = path / DATA_DIR
+    if not path.exists():
+        raise DatasetError(f"{path}: no such dataset (convert one with `python -m data_conversion.dsrl_to_parquet`)")
+    return path
+
+
+def _column_to_numpy(table: pa.Table, name: str, source: Path) -> np.ndarray:
+    if name not in table.column_names:
+        raise DatasetError(f"{source}: missing column {name!r} (found {table.column_names})")
+    column = table.column(name).combine_chunks()
+    if pa.types.is_list(column.type) or pa.types.is_fixed_size_list(column.type):
+        width = len(column[0]) if len(column) else 0
+        return column.flatten().to_numpy(zero_copy_only=False).reshape(len(column), width)
+    return column.to_numpy(zero_copy_only=False)
+
+
+@dataclass
+class TransitionDataset:
+    """Every column of the schema as a tensor, keyed by its column name (= RLlib's ``Columns`` value)."""
+
+    tensors: dict[str, torch.Tensor]
+
+    @classmethod
+    def from_parquet(cls, path: str | Path, device: torch.device | str = "cpu") -> TransitionDataset:
+        source = parquet_files(path)
+        schema = pads.dataset(str(source), format="parquet").schema
+        missing = [name for name in COLUMNS if name not in schema.names]
+        if missing:
+            raise DatasetError(f"{source}: missing columns {missing} (found {schema.names}); re-convert it with "
+                               "`python -m data_conversion.dsrl_to_parquet`")
+        table = pads.dataset(str(source), format="parquet").to_table(columns=list(COLUMNS))
+        if table.num_rows == 0:
+            raise DatasetError(f"{source}: dataset has no rows")
+        tensors = {}
+        for name in COLUMNS:
+            array = np.array(_column_to_numpy(table, name, source), dtype=DTYPES[name])
+            tensors[name] = torch.from_numpy(array).to(device=device)
+        return cls(tensors)
+
+    def __len__(self) -> int:
+        return self.tensors[REWARDS].shape[0]
+
+    def sample(self, batch_size: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
+        """Uniformly sampled transitions (with replacement), every column."""
+        idx = torch.randint(len(self), (batch_size,), generator=generator, device=self.tensors[REWARDS].device)
+        return {name: t[idx] for name, t in self.tensors.items()}

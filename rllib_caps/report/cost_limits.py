@@ -1,0 +1,104 @@
+"""The paper's cost-limit ablation (Table 2): the trained checkpoints evaluated at scaled limits without
+retraining, counting safe tasks."""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rllib_caps.envs import get_task
+from rllib_caps.report.records import ReportError, TrialRecord
+from rllib_caps.report.tables import config_order
+
+logger = logging.getLogger("rllib_caps.report")
+
+# The paper's cost-limit configurations {a, b}: κ = a for Bullet and MetaDrive, b for Safety-Gymnasium and Velocity.
+COST_LIMITS: tuple[tuple[int, int], ...] = ((5, 10), (10, 20), (15, 30), (20, 40), (30, 60), (40, 80))
+
+
+def limit_for(suite: str, limits: tuple[int, int]) -> float:
+    """The κ a task gets under a cost-limit configuration {a, b} (paper: b for Safety-Gymnasium tasks)."""
+    return float(limits[0] if suite in ("bullet", "metadrive") else limits[1])
+
+
+def _evaluate_checkpoint(job: tuple[str, str, list[float], int]) -> dict[str, Any]:
+    from rllib_caps.algorithms.caps.policy import CAPSPolicy
+    from rllib_caps.core.rollout import evaluate_policy
+
+    checkpoint, task, thresholds, episodes = job
+    return evaluate_policy(CAPSPolicy.from_checkpoint(checkpoint), get_task(task), thresholds, episodes,
+                           progress=False)
+
+
+def evaluate_cost_limits(records: Sequence[TrialRecord], episodes: int, jobs: int = 1,
+                         limits: Sequence[tuple[int, int]] = COST_LIMITS) -> dict[str, dict[str, Any]]:
+    """Evaluates every trial's last checkpoint at its suite's limits (no retraining): trial dir -> results."""
+    missing = [str(r.trial_dir) for r in records if r.checkpoint is None]
+    if missing:
+        raise ReportError(f"--cost-limits: no checkpoint in {', '.join(missing)}")
+    work = [(str(r.checkpoint), r.task, sorted({limit_for(r.suite, lim) for lim in limits}), episodes)
+            for r in records]
+    logger.info("evaluating %d checkpoints at the cost limits, %d episodes per limit", len(work), episodes)
+    if jobs > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            results = list(pool.map(_evaluate_checkpoint, work))
+    else:
+        results = [_evaluate_checkpoint(job) for job in work]
+    return {str(r.trial_dir): res for r, res in zip(records, results, strict=True)}
+
+
+@dataclass(frozen=True)
+class CostLimitTable:
+    """Safe-task counts per cost-limit configuration (rows) and configuration (columns)."""
+
+    configs: list[str]
+    counts: dict[tuple[int, int], dict[str, tuple[int, int]]]  # limits -> config -> (safe, tasks)
+
+
+def cost_limit_table(records: Sequence[TrialRecord], evaluations: dict[str, dict[str, Any]],
+                     limits: Sequence[tuple[int, int]] = COST_LIMITS) -> CostLimitTable:
+    """A task is safe at a limit when its normalised cost there, averaged over seeds, is ≤ 1."""
+    groups: dict[tuple[str, str], list[TrialRecord]] = defaultdict(list)
+    for r in records:
+        groups[(r.config, r.task)].append(r)
+    configs = sorted({r.config for r in records}, key=config_order)
+    counts: dict[tuple[int, int], dict[str, tuple[int, int]]] = {}
+    for lim in limits:
+        counts[lim] = {}
+        for config in configs:
+            tasks = [(task, group) for (c, task), group in groups.items() if c == config]
+            safe = sum(
+                np.mean([evaluations[str(r.trial_dir)]["thresholds"][f"{limit_for(r.suite, lim):g}"]
+                         ["normalized_cost"] for r in group]) <= 1.0
+                for _, group in tasks)
+            counts[lim][config] = (int(safe), len(tasks))
+    return CostLimitTable(configs=configs, counts=counts)
+
+
+def format_cost_limits(table: CostLimitTable, fmt: str) -> str:
+    """The ablation table as ``md``, ``csv`` or ``tex``."""
+    label = {lim: f"{{{lim[0]}, {lim[1]}}}" for lim in table.counts}
+    if fmt == "csv":
+        lines = ["limits,config,safe_tasks,tasks"]
+        lines += [f"\"{label[lim]}\",{c},{n},{t}" for lim, row in table.counts.items() for c, (n, t) in row.items()]
+        return "\n".join(lines) + "\n"
+    if fmt == "tex":
+        lines = [r"\begin{tabular}{c" + "c" * len(table.configs) + "}", r"\toprule",
+                 r"Cost limits & " + " & ".join(table.configs) + r" \\", r"\midrule"]
+        lines += [rf"\{{{lim[0]}, {lim[1]}\}} & " + " & ".join(f"{n} / {t}" for n, t in row.values()) + r" \\"
+                  for lim, row in table.counts.items()]
+        return "\n".join([*lines, r"\bottomrule", r"\end{tabular}"]) + "\n"
+    lines = ["| cost limits | " + " | ".join(f"{c} safe tasks" for c in table.configs) + " |",
+             "|:---|" + "---:|" * len(table.configs)]
+    lines += [f"| {label[lim]} | " + " | ".join(f"{n} / {t}" for n, t in row.values()) + " |"
+              for lim, row in table.counts.items()]
+    return "\n".join(lines) + ("\n\nCost limits {a, b}: κ = a for Bullet and MetaDrive tasks, b for "
+                               "Safety-Gymnasium and Velocity tasks; the trained checkpoints, not retrained.")

@@ -1,0 +1,94 @@
+"""Reading a sweep back from disk: every Tune trial's ``params.json`` and ``result.json`` (no Ray, no sweep code).
+
+A trial's params are ``{algo, task, heads, seed | seeds + __trial_index__, [search], setup}`` (see
+``rllib_caps.sweeps.trials``); this module is where they are decoded.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rllib_caps.algorithms.registry import get_algorithm
+from rllib_caps.envs import get_task
+
+REPORT_DIR = "report"
+RESULTS_KEY = "dsrl"  # = rllib_caps.core.evaluation.RESULTS_KEY (that module imports Ray)
+TRIAL_INDEX = "__trial_index__"  # ray.tune.search.repeater.TRIAL_INDEX: the repeat (seed) index under Repeater
+
+
+class ReportError(ValueError):
+    """Nothing to report, or the output exists; the message names the directory."""
+
+
+def trial_seed(params: Mapping[str, Any]) -> int:
+    """``seed``, or under a Repeater (search) ``seeds[__trial_index__]``."""
+    return int(params["seed"]) if "seed" in params else int(params["seeds"][params.get(TRIAL_INDEX, 0)])
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """One finished trial: what it trained and its evaluation (the ``evaluation/dsrl`` results schema)."""
+
+    algo: str
+    task: str
+    heads: int
+    seed: int
+    search: dict[str, Any]
+    evaluation: dict[str, Any]
+    trial_dir: Path
+    checkpoint: Path | None
+
+    @property
+    def suite(self) -> str:
+        return get_task(self.task).suite
+
+    @property
+    def config(self) -> str:
+        """The configuration label (the registry's, e.g. K and any searched parameters)."""
+        return get_algorithm(self.algo).trial_label({"heads": self.heads, "search": self.search})
+
+
+def last_evaluation(result_file: Path) -> dict[str, Any] | None:
+    """The ``evaluation/dsrl`` of the last result line that has one (None for an unfinished trial)."""
+    if not result_file.is_file():
+        return None
+    evaluation = None
+    for line in result_file.read_text().splitlines():
+        if line.strip():
+            found = json.loads(line).get("evaluation", {}).get(RESULTS_KEY)
+            evaluation = found or evaluation
+    return evaluation
+
+
+def latest_checkpoint(trial_dir: Path) -> Path | None:
+    checkpoints = sorted(trial_dir.glob("checkpoint_*"))
+    return checkpoints[-1] if checkpoints else None
+
+
+def trial_dirs(experiment_dir: Path) -> list[Path]:
+    """Every Tune trial directory under ``experiment_dir`` (search experiments nest one level deeper)."""
+    return sorted(p.parent for p in experiment_dir.rglob("params.json")
+                  if REPORT_DIR not in p.relative_to(experiment_dir).parts)
+
+
+def load_trials(experiment_dir: str | Path) -> tuple[list[TrialRecord], list[Path]]:
+    """The finished trials, and the trial directories without an evaluation (unfinished or failed)."""
+    records, unfinished = [], []
+    for trial_dir in trial_dirs(Path(experiment_dir)):
+        params = json.loads((trial_dir / "params.json").read_text())
+        evaluation = last_evaluation(trial_dir / "result.json")
+        if evaluation is None:
+            unfinished.append(trial_dir)
+            continue
+        algo = get_algorithm(params.get("algo", "caps"))
+        records.append(TrialRecord(algo=algo.name, task=params["task"], heads=int(params["heads"]),
+                                   seed=trial_seed(params),
+                                   search={k: v for k, v in (params.get("search") or {}).items()
+                                           if k in algo.searchable},
+                                   evaluation=evaluation, trial_dir=trial_dir,
+                                   checkpoint=latest_checkpoint(trial_dir)))
+    return records, unfinished

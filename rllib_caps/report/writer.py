@@ -1,0 +1,100 @@
+"""The paper's tables and plots for a finished (or partly finished) sweep.
+
+    python -m rllib_caps.report results/quickstart
+    python -m rllib_caps.report results/paper --cost-limits --episodes 20 --jobs 2 --force
+
+Reads every Tune trial under EXPERIMENT_DIR (``params.json`` + ``result.json``, no Ray needed) and writes
+EXPERIMENT_DIR/report/ atomically:
+
+- ``main_table.{md,csv,tex}``: per task and configuration (K, and searched parameters) the normalised
+  reward and cost averaged over thresholds, episodes and seeds; unsafe (cost > 1) marked, the best safe
+  configuration of each task marked when there are several; suite averages; the number of safe tasks.
+- ``cost_limits.{md,csv,tex,json}`` with ``--cost-limits``: the paper's cost-limit ablation (Table 2): the
+  same checkpoints evaluated at scaled limits without retraining, counting safe tasks.
+- ``reward_cost.png``, ``kappa.png``, ``head_usage.png`` (see ``rllib_caps.report.plots``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from rllib_caps.core.atomic import OutputExistsError, atomic_directory
+from rllib_caps.report.cost_limits import (
+    CostLimitTable,
+    cost_limit_table,
+    evaluate_cost_limits,
+    format_cost_limits,
+)
+from rllib_caps.report.records import REPORT_DIR, ReportError, load_trials
+from rllib_caps.report.tables import MainTable, format_csv, format_latex, format_markdown, summarize
+
+METADRIVE_CAVEAT = ("MetaDrive scores come from a re-created task configuration on metadrive-simulator 0.4.3, not "
+                    "the simulator fork that collected DSRL's data; they are not comparable to the paper's.")
+
+
+def metadrive_caveat() -> str:
+    try:
+        from rllib_caps.envs.metadrive import FIDELITY_NOTE
+    except ImportError:
+        return METADRIVE_CAVEAT
+    return FIDELITY_NOTE
+
+
+@dataclass(frozen=True)
+class Report:
+    markdown: str
+    out_dir: Path
+    unfinished: list[Path]  # trial directories without an evaluation
+
+
+def build_markdown(table: MainTable, unfinished: Sequence[Path], cost_limits: CostLimitTable | None) -> str:
+    parts = ["## CAPS: normalised reward and cost", "", format_markdown(table)]
+    if any(r.suite == "metadrive" for r in table.rows):
+        parts += ["", f"Caveat: {metadrive_caveat()}"]
+    if unfinished:
+        parts += ["", f"{len(unfinished)} trial(s) have no evaluation yet (unfinished or failed) and are left out: "
+                  + ", ".join(p.name for p in unfinished)]
+    if cost_limits is not None:
+        parts += ["", "## Cost-limit ablation: safe tasks", "", format_cost_limits(cost_limits, "md")]
+    return "\n".join(parts)
+
+
+def write_report(experiment_dir: str | Path, *, out: str | Path | None = None, force: bool = False,
+                 cost_limits: bool = False, episodes: int = 20, jobs: int = 1) -> Report:
+    """Writes the tables and plots into ``out`` (default EXPERIMENT_DIR/report) atomically."""
+    from rllib_caps.report.plots import plot_head_usage, plot_kappa, plot_reward_cost
+
+    experiment_dir = Path(experiment_dir).resolve()
+    if not experiment_dir.is_dir():
+        raise ReportError(f"{experiment_dir}: no such experiment directory")
+    records, unfinished = load_trials(experiment_dir)
+    if not records:
+        raise ReportError(f"{experiment_dir}: no finished trials to report ({len(unfinished)} unfinished)")
+    out_dir = Path(out).resolve() if out else experiment_dir / REPORT_DIR
+    if out_dir.exists() and not force:
+        raise ReportError(f"{out_dir}: already exists (use --force to overwrite)")
+    table = MainTable(summarize(records))
+    limits_table = evaluations = None
+    if cost_limits:
+        evaluations = evaluate_cost_limits(records, episodes, jobs)
+        limits_table = cost_limit_table(records, evaluations)
+    markdown = build_markdown(table, unfinished, limits_table)
+    try:
+        with atomic_directory(out_dir, force=force) as tmp:
+            (tmp / "report.md").write_text(markdown + "\n")
+            (tmp / "main_table.md").write_text(format_markdown(table) + "\n")
+            (tmp / "main_table.csv").write_text(format_csv(table))
+            (tmp / "main_table.tex").write_text(format_latex(table))
+            if limits_table is not None:
+                for fmt in ("md", "csv", "tex"):
+                    (tmp / f"cost_limits.{fmt}").write_text(format_cost_limits(limits_table, fmt) + "\n")
+                (tmp / "cost_limits.json").write_text(json.dumps(evaluations, indent=1))
+            plot_reward_cost(table.rows, tmp / "reward_cost.png")
+            plot_kappa(table.rows, records, evaluations, tmp / "kappa.png")
+            plot_head_usage(table.rows, tmp / "head_usage.png")
+    except OutputExistsError as err:
+        raise ReportError(str(err)) from err
+    return Report(markdown=markdown, out_dir=out_dir, unfinished=unfinished)

@@ -1,0 +1,94 @@
+"""Sweep options: command line over the ``--config`` YAML over the defaults of ``SweepOptions``."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rllib_caps.envs import TaskSpec, select_tasks
+
+
+class SweepError(ValueError):
+    """A sweep that cannot start; the message names the flag, file or path to fix."""
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Options: command line over YAML over defaults
+# ----------------------------------------------------------------------------------------------------------
+
+@dataclass
+class SweepOptions:
+    """Everything a sweep needs. Each field is a flag (``--data-root``) and a YAML key (``data_root``)."""
+
+    tasks: str = "BallCircle"
+    seeds: list[int] = field(default_factory=lambda: [0, 10, 20])
+    heads: list[int] = field(default_factory=lambda: [2])
+    data_root: str = "datasets"
+    storage: str = "results"
+    name: str = "sweep"
+    steps: int | None = None  # overrides training.steps
+    eval_episodes: int | None = None  # overrides training.eval_episodes
+    eval_runners: int | None = None  # overrides training.eval_runners
+    num_gpus: float = 0.0
+    gpus_per_trial: float | None = None
+    cpus_per_trial: float = 1.0
+    max_concurrent: int | None = None
+    max_failures: int = 2
+    checkpoint_every: int = 10
+    address: str | None = None
+    dashboard: bool = False
+    resume: bool = False
+    search: str | None = None
+    num_samples: int = 10
+    training: dict[str, Any] = field(default_factory=dict)
+    overrides: dict[str, Any] = field(default_factory=dict)
+    search_space: dict[str, Any] = field(default_factory=dict)  # Optuna ranges (rllib_caps.sweeps.search)
+
+    @property
+    def experiment_dir(self) -> Path:
+        return Path(self.storage).resolve() / self.name
+
+    def task_specs(self) -> list[TaskSpec]:
+        try:
+            return select_tasks(self.tasks)
+        except ValueError as err:
+            raise SweepError(f"--tasks: {err}") from err
+
+    def training_settings(self) -> dict[str, Any]:
+        """The YAML ``training`` mapping with the --steps/--eval-episodes/--eval-runners overrides."""
+        flags = {"steps": self.steps, "eval_episodes": self.eval_episodes, "eval_runners": self.eval_runners}
+        return {**self.training, **{k: v for k, v in flags.items() if v is not None}}
+
+
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    """A sweep YAML: any option by its flag's name with underscores, plus ``training``, ``overrides`` and
+    ``search_space``."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except OSError as err:
+        raise SweepError(f"--config {path}: {err.strerror}") from err
+    except yaml.YAMLError as err:
+        raise SweepError(f"--config {path}: not valid YAML: {err}") from err
+    if not isinstance(data, dict):
+        raise SweepError(f"--config {path}: expected a mapping of options, got {type(data).__name__}")
+    known = {f.name for f in fields(SweepOptions)} - {"resume", "address", "dashboard"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise SweepError(f"--config {path}: unknown keys {unknown}; valid keys: {sorted(known)}")
+    if isinstance(data.get("tasks"), list):
+        data["tasks"] = ",".join(data["tasks"])
+    return data
+
+
+def resolve_options(args: argparse.Namespace) -> SweepOptions:
+    """Flags given on the command line win over the ``--config`` file, which wins over the defaults."""
+    file_options = load_config_file(args.config) if args.config else {}
+    if args.name is None and args.config and "name" not in file_options:
+        file_options["name"] = Path(args.config).stem
+    given = {k: v for k, v in vars(args).items() if k != "config" and v is not None}
+    return SweepOptions(**{**file_options, **given})

@@ -1,0 +1,148 @@
+"""Running a sweep: one Tune experiment of trials (or its ``--resume``), and starting or joining Ray."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from rllib_caps.envs import TaskSpec
+from rllib_caps.report.records import trial_seed
+from rllib_caps.sweeps.options import SweepError, SweepOptions
+from rllib_caps.sweeps.resources import TrialResources, plan_resources
+from rllib_caps.sweeps.trials import dataset_dir, trial_class, trial_config, trial_logger
+
+logger = logging.getLogger("rllib_caps.tune")
+
+
+def setup_dict(options: SweepOptions, resources: TrialResources) -> dict[str, Any]:
+    """The part of every trial config that the whole sweep shares."""
+    return {"data_root": str(Path(options.data_root).resolve()), "training": options.training_settings(),
+            "overrides": options.overrides, "resources": {"cpus": resources.cpus, "gpus": resources.gpus}}
+
+
+def check_trials(options: SweepOptions, tasks: Sequence[TaskSpec], setup: Mapping[str, Any]) -> None:
+    """Builds and validates every (task, K) config in the driver, so mistakes fail before Tune starts."""
+    for task in tasks:
+        dataset_dir(options.data_root, task)
+        for heads in options.heads:
+            try:
+                config = trial_config({"task": task.name, "heads": heads, "seed": options.seeds[0], "setup": setup})
+                config.validate()
+            except (TypeError, ValueError) as err:
+                raise SweepError(f"{task.name} K={heads}: invalid training settings "
+                                 f"(--config training/overrides): {err}") from err
+            if config.evaluation_interval is None:
+                raise SweepError("training.eval_episodes (--eval-episodes) must be >= 1: a trial's score is its "
+                                 "evaluation")
+
+
+def check_experiment_dir(path: Path, resume: bool) -> None:
+    """A new experiment must not overwrite one; ``--resume`` needs one."""
+    if resume and not path.exists():
+        raise SweepError(f"--resume: no experiment at {path} (check --storage and --name)")
+    if not resume and path.exists():
+        raise SweepError(f"{path} already exists: continue it with --resume, or pick another --name")
+
+
+def _trial_name(trial: Any) -> str:
+    c = trial.config
+    return f"{c['task']}_K{c['heads']}_seed{trial_seed(c)}_{trial.trial_id}"
+
+
+def run_experiment(options: SweepOptions, experiment_dir: Path, param_space: dict[str, Any], *,
+                   concurrency: int, resume: bool, search_alg: Any = None, num_samples: int = 1) -> Any:
+    """Runs (or with ``resume``, continues) one Tune experiment of CAPS trials; returns the ResultGrid."""
+    from ray import tune
+
+    trainable = trial_class("caps")
+    check_experiment_dir(experiment_dir, resume)
+    if resume:
+        if not tune.Tuner.can_restore(str(experiment_dir)):
+            raise SweepError(f"--resume: {experiment_dir} holds no Tune experiment state to resume")
+        logger.info("resuming %s: finished trials are kept, unfinished and errored ones continue", experiment_dir)
+        tuner = tune.Tuner.restore(str(experiment_dir), trainable=trainable, resume_errored=True)
+    else:
+        tuner = tune.Tuner(
+            trainable,
+            param_space=param_space,
+            tune_config=tune.TuneConfig(search_alg=search_alg, num_samples=num_samples,
+                                        max_concurrent_trials=concurrency, trial_name_creator=_trial_name,
+                                        trial_dirname_creator=_trial_name),
+            run_config=tune.RunConfig(
+                name=experiment_dir.name, storage_path=str(experiment_dir.parent),
+                failure_config=tune.FailureConfig(max_failures=options.max_failures),
+                checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=options.checkpoint_every,
+                                                        checkpoint_at_end=True, num_to_keep=2),
+                callbacks=[trial_logger()], verbose=1,
+            ),
+        )
+    return tuner.fit()
+
+
+def grid_param_space(options: SweepOptions, tasks: Sequence[TaskSpec], setup: dict[str, Any]) -> dict[str, Any]:
+    """task × K × seed as grid searches; ``setup`` is shared."""
+    from ray import tune
+
+    return {"task": tune.grid_search([t.name for t in tasks]), "heads": tune.grid_search(list(options.heads)),
+            "seed": tune.grid_search(list(options.seeds)), "setup": setup}
+
+
+def run_sweep(options: SweepOptions) -> Path:
+    """The grid sweep: one Tune experiment of task × seed × K trials; returns the experiment directory."""
+    import ray
+
+    tasks = options.task_specs()
+    num_trials = len(tasks) * len(options.seeds) * len(options.heads)
+    resources = plan_resources(num_trials, ray.cluster_resources().get("CPU", 0),
+                               ray.cluster_resources().get("GPU", 0), num_gpus=options.num_gpus,
+                               cpus_per_trial=options.cpus_per_trial, gpus_per_trial=options.gpus_per_trial,
+                               max_concurrent=options.max_concurrent)
+    setup = setup_dict(options, resources)
+    check_trials(options, tasks, setup)
+    logger.info("%d trials (%d tasks × %d seeds × K in %s), %d at a time, each %g CPU / %g GPU; results in %s",
+                num_trials, len(tasks), len(options.seeds), options.heads, resources.concurrency, resources.cpus,
+                resources.gpus, options.experiment_dir)
+    run_experiment(options, options.experiment_dir, grid_param_space(options, tasks, setup),
+                   concurrency=resources.concurrency, resume=options.resume)
+    return options.experiment_dir
+
+
+def dashboard_message(url: str | None, joined: bool) -> str:
+    """Where the dashboard is and how to get past Ray 2.60's token authentication."""
+    if not url:
+        return "the Ray cluster runs no dashboard"
+    lines = [f"Ray dashboard: http://{url}" + (" (of the cluster this sweep joined)" if joined else "")]
+    mode = os.environ.get("RAY_AUTH_MODE", "").lower()
+    if mode == "disabled":
+        lines.append("  token authentication is off (RAY_AUTH_MODE=disabled): anyone who reaches the port can "
+                     "use the cluster; keep it on 127.0.0.1 or behind an SSH tunnel")
+    else:
+        lines.append("  Ray token authentication: the dashboard asks for a token; paste the output of "
+                     "`ray get-auth-token` (the file ~/.ray/auth_token"
+                     + (" on the cluster's head node" if joined else "") + "). API clients send "
+                     "`Authorization: Bearer <token>`. To run a local sweep without it: "
+                     "RAY_AUTH_MODE=disabled python -m rllib_caps.tune ...")
+    return "\n".join(lines)
+
+
+def start_ray(address: str | None, dashboard: bool) -> str | None:
+    """Joins ``address`` or starts local Ray (with the dashboard if asked); returns the dashboard message
+    (None for a local run without the dashboard)."""
+    import ray
+
+    try:
+        if address:
+            context = ray.init(address=address, log_to_driver=False)
+        else:
+            context = ray.init(include_dashboard=dashboard, dashboard_host="127.0.0.1", log_to_driver=False)
+    except Exception as err:  # ray.init raises a bare Exception when its processes time out
+        if address:
+            raise SweepError(f"--address {address}: cannot join the Ray cluster: {err}") from err
+        raise SweepError(f"local Ray did not start: {err} On a busy machine, retry; or start Ray once with "
+                         "`ray start --head` and pass --address auto.") from err
+    if not (dashboard or address):
+        return None
+    return dashboard_message(context.dashboard_url, joined=bool(address))

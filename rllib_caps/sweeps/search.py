@@ -1,0 +1,173 @@
+"""``--search optuna``: tune β (``awr_beta``) and the K−2 middle heads' λ_k per task and K with Optuna.
+
+For each (task, K) one Tune experiment STORAGE/NAME/<Task>-K<K>/ runs ``--num-samples`` Optuna samples
+(TPE), each repeated over every seed (Tune's ``Repeater``: ``seed = seeds[__trial_index__]``). A
+sample's score is :func:`rllib_caps.sweeps.trials.constrained_objective` of its seed-averaged normalised reward
+and cost: the constraint cost ≤ 1 first, then reward (not a weighted sum). The best sample per
+(task, K) goes to STORAGE/NAME/best_params.yaml, a sweep config that ``--config`` accepts.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from ray.tune.search import Repeater
+
+from rllib_caps.core.atomic import atomic_file
+from rllib_caps.report.records import TrialRecord, load_trials
+from rllib_caps.sweeps.options import SweepError, SweepOptions
+from rllib_caps.sweeps.resources import plan_resources
+from rllib_caps.sweeps.runner import check_experiment_dir, check_trials, run_experiment, setup_dict
+from rllib_caps.sweeps.trials import constrained_objective
+
+logger = logging.getLogger("rllib_caps.sweeps.search")
+
+METRIC = "objective"
+DEFAULT_RANGES = {"awr_beta": (0.5, 10.0), "lambdas": (0.05, 5.0)}  # log-uniform; the paper: β = 3, λ_k ∈ (0, 2)
+BEST_PARAMS_FILE = "best_params.yaml"
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """Optuna define-by-run space for K heads: β and K−2 middle λ_k, each log-uniform; λ sorted ascending
+    so that head k trades more cost for reward as k grows (head 0: reward only, head K−1: cost only)."""
+
+    heads: int
+    awr_beta: tuple[float, float] = DEFAULT_RANGES["awr_beta"]
+    lambdas: tuple[float, float] = DEFAULT_RANGES["lambdas"]
+
+    def __call__(self, trial: Any) -> dict[str, Any] | None:
+        trial.suggest_float("search/awr_beta", *self.awr_beta, log=True)
+        values = [trial.suggest_float(f"search/lambda_{k}", *self.lambdas, log=True) for k in range(1, self.heads - 1)]
+        return {"search/lambdas": sorted(values)} if values else None
+
+
+def search_space(heads: int, ranges: dict[str, Any]) -> SearchSpace:
+    """The space for K heads from the YAML ``search_space`` mapping (``awr_beta``/``lambdas``: [low, high])."""
+    unknown = set(ranges) - {"awr_beta", "lambdas", "seed"}
+    if unknown:
+        raise SweepError(f"search_space: unknown keys {sorted(unknown)}; valid: awr_beta, lambdas, seed")
+    bounds = {}
+    for key in ("awr_beta", "lambdas"):
+        low, high = ranges.get(key, DEFAULT_RANGES[key])
+        if not 0 < low < high:
+            raise SweepError(f"search_space.{key}: need 0 < low < high, got [{low}, {high}]")
+        bounds[key] = (float(low), float(high))
+    return SearchSpace(heads, **bounds)
+
+
+class SeedRepeater(Repeater):
+    """Tune's ``Repeater``, except that the searcher is told the constrained objective of the seed-averaged
+    reward and cost (``Repeater`` averages per-seed objectives, so one unsafe seed would sink a configuration
+    whose average is safe). Seeds without a result (failed trials) are left out of the averages."""
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None, **kwargs: Any) -> None:
+        group = self._trial_id_to_group[trial_id]
+        result = result or {}
+        group.report(trial_id, (result.get("normalized_reward", math.nan), result.get("normalized_cost", math.nan)))
+        if not group.finished_reporting():
+            return
+        outcomes = np.asarray(group.scores(), dtype=float)
+        outcomes = outcomes[np.isfinite(outcomes).all(axis=1)]
+        if len(outcomes) == 0:
+            self.searcher.on_trial_complete(group.primary_trial_id, result=None, error=True)
+            return
+        reward, cost = outcomes.mean(axis=0)
+        self.searcher.on_trial_complete(group.primary_trial_id, result={METRIC: constrained_objective(reward, cost)})
+
+
+def make_searcher(heads: int, seeds: int, ranges: dict[str, Any]) -> Any:
+    """OptunaSearch (TPE, seeded by ``search_space.seed``) wrapped to repeat every sample over the seeds."""
+    from optuna.samplers import TPESampler
+    from ray.tune.search.optuna import OptunaSearch
+
+    optuna = OptunaSearch(space=search_space(heads, ranges), metric=METRIC, mode="max",
+                          sampler=TPESampler(seed=int(ranges.get("seed", 0))))
+    return SeedRepeater(optuna, repeat=seeds)
+
+
+def best_parameters(records: Iterable[TrialRecord]) -> dict[tuple[str, int], dict[str, Any]]:
+    """(task, K) -> the searched parameters with the best constrained objective of the seed-averaged
+    normalised reward and cost, with those averages."""
+    groups: dict[tuple[str, int, str], list[TrialRecord]] = defaultdict(list)
+    for r in records:
+        groups[(r.task, r.heads, yaml.safe_dump(r.search, sort_keys=True))].append(r)
+    best: dict[tuple[str, int], dict[str, Any]] = {}
+    for (task, heads, _), group in groups.items():
+        reward = float(np.mean([r.evaluation["mean"]["normalized_reward"] for r in group]))
+        cost = float(np.mean([r.evaluation["mean"]["normalized_cost"] for r in group]))
+        candidate = {**group[0].search, "normalized_reward": reward, "normalized_cost": cost,
+                     "seeds": sorted(r.seed for r in group)}
+        current = best.get((task, heads))
+        if current is None or constrained_objective(reward, cost) > constrained_objective(
+                current["normalized_reward"], current["normalized_cost"]):
+            best[(task, heads)] = candidate
+    return best
+
+
+def best_params_config(options: SweepOptions, best: dict[tuple[str, int], dict[str, Any]]) -> dict[str, Any]:
+    """A sweep config (``--config``) that trains every (task, K) with its best searched parameters."""
+    overrides = {scope: dict(values) for scope, values in options.overrides.items()}
+    for (task, heads), params in sorted(best.items()):
+        chosen = {k: params[k] for k in ("awr_beta", "lambdas") if params.get(k) is not None}
+        task_scope = overrides.setdefault(task, {})
+        task_scope[f"K{heads}"] = {**task_scope.get(f"K{heads}", {}), **chosen}
+    return {"tasks": ",".join(dict.fromkeys(task for task, _ in sorted(best))), "seeds": list(options.seeds),
+            "heads": sorted({heads for _, heads in best}), "data_root": options.data_root,
+            "training": options.training_settings(), "overrides": overrides}
+
+
+def write_yaml(path: Path, data: dict[str, Any], header: str) -> None:
+    """Writes ``data`` as YAML atomically."""
+    with atomic_file(path) as tmp:
+        tmp.write_text(header + yaml.safe_dump(data, sort_keys=False))
+
+
+def run_search(options: SweepOptions) -> Path:
+    """One Optuna experiment per (task, K); returns the written best_params.yaml."""
+    import ray
+
+    tasks = options.task_specs()
+    if options.num_samples < 1:
+        raise SweepError(f"--num-samples must be >= 1, got {options.num_samples}")
+    experiment_dir = options.experiment_dir
+    check_experiment_dir(experiment_dir, options.resume)
+    cluster = ray.cluster_resources()
+    resources = plan_resources(options.num_samples * len(options.seeds), cluster.get("CPU", 0),
+                               cluster.get("GPU", 0), num_gpus=options.num_gpus,
+                               cpus_per_trial=options.cpus_per_trial, gpus_per_trial=options.gpus_per_trial,
+                               max_concurrent=options.max_concurrent)
+    setup = setup_dict(options, resources)
+    check_trials(options, tasks, setup)
+    for heads in options.heads:
+        search_space(heads, options.search_space)  # fail on a bad range before anything runs
+    for task in tasks:
+        for heads in options.heads:
+            sub = experiment_dir / f"{task.name}-K{heads}"
+            logger.info("Optuna on %s K=%d: %d samples × %d seeds, %d trials at a time; results in %s", task.name,
+                        heads, options.num_samples, len(options.seeds), resources.concurrency, sub)
+            run_experiment(options, sub, {"task": task.name, "heads": heads, "seeds": list(options.seeds),
+                                          "setup": setup},
+                           concurrency=resources.concurrency, resume=options.resume and sub.exists(),
+                           search_alg=make_searcher(heads, len(options.seeds), options.search_space),
+                           num_samples=options.num_samples * len(options.seeds))
+    records, _ = load_trials(experiment_dir)
+    best = best_parameters(records)
+    for (task, heads), params in sorted(best.items()):
+        logger.info("best %s K=%d: β=%.4g λ=%s: normalised reward %.3f, cost %.3f", task, heads,
+                    params.get("awr_beta", math.nan), params.get("lambdas", []), params["normalized_reward"],
+                    params["normalized_cost"])
+    path = experiment_dir / BEST_PARAMS_FILE
+    write_yaml(path, best_params_config(options, best),
+               f"# Best Optuna parameters per task and K from {experiment_dir}\n"
+               "# (highest mean normalised reward among those with mean normalised cost <= 1; else least unsafe).\n"
+               "# Train them: python -m rllib_caps.tune --config THIS_FILE --name NAME\n")
+    return path
