@@ -1,0 +1,85 @@
+"""The package's import graph: no cycles, and layers point one way (docs/architecture.md).
+
+Every import counts, including those inside functions (the lazy imports that keep the CLIs fast), since a
+cycle through a lazy import is still a cycle in the design.
+"""
+
+from __future__ import annotations
+
+import ast
+import graphlib
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "rllib_caps"
+
+# Lowest first; a module may import from its own layer or lower ones. `report` must not import `sweeps`.
+LAYERS = {"envs": 0, "data": 0, "core": 1, "algorithms": 2, "sweeps": 3, "report": 3}
+CLI_LAYER = 4  # rllib_caps/{tasks,train,evaluate,tune,bench}.py, rllib_caps/report/__main__.py, the facade
+FORBIDDEN = {("report", "sweeps"), ("envs", "data"), ("data", "envs")}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the rllib_caps modules it imports (``from pkg import name`` resolves to ``pkg.name`` when that
+    is a module, else to ``pkg``)."""
+    modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        edges = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
+                           for a in node.names]
+            else:
+                continue
+            edges |= {t for t in targets if t.startswith("rllib_caps") and t in modules and t != name}
+        graph[name] = edges
+    return graph
+
+
+def layer(module: str) -> tuple[str, int]:
+    parts = module.split(".")
+    if parts[-1] == "__main__" or len(parts) == 1 or parts[1] not in LAYERS:
+        return "cli", CLI_LAYER
+    return parts[1], LAYERS[parts[1]]
+
+
+def test_graph_has_the_expected_edges() -> None:
+    """The parser sees real imports, so the checks below are not vacuous."""
+    graph = import_graph()
+    assert "rllib_caps.core.offline" in graph["rllib_caps.algorithms.caps.caps"]
+    assert "rllib_caps.report.records" in graph["rllib_caps.sweeps.trials"]
+    assert "rllib_caps.sweeps.runner" in graph["rllib_caps.tune"]
+    assert layer("rllib_caps.report.__main__") == ("cli", CLI_LAYER) and layer("rllib_caps.report")[0] == "report"
+
+
+def test_no_import_cycles() -> None:
+    try:
+        graphlib.TopologicalSorter(import_graph()).prepare()
+    except graphlib.CycleError as err:
+        pytest.fail(f"import cycle: {' -> '.join(err.args[1])}")
+
+
+def test_layers_point_one_way() -> None:
+    wrong = []
+    for module, deps in import_graph().items():
+        name, level = layer(module)
+        for dep in deps:
+            dep_name, dep_level = layer(dep)
+            if dep_level > level or (name, dep_name) in FORBIDDEN:
+                wrong.append(f"{module} ({name}) imports {dep} ({dep_name})")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_a_cycle_is_detected() -> None:
+    """The check itself can fail: a graph with a cycle raises."""
+    with pytest.raises(graphlib.CycleError):
+        graphlib.TopologicalSorter({"a": {"b"}, "b": {"c"}, "c": {"a"}}).prepare()
