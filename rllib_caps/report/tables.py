@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import io
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,22 +119,30 @@ def _md_pair(reward: float, cost: float, best: bool) -> tuple[str, str]:
     return r, c if cost <= 1.0 else f"{c} ✗"
 
 
+def _body_rows(table: MainTable, pair: Callable[[float, float, bool], Sequence[str]]
+               ) -> Iterator[tuple[str, bool, list[str]]]:
+    """``(label, is_suite_average, cells)`` per task, suite by suite, each suite closed by its average row;
+    ``pair(reward, cost, best)`` formats one configuration's two cells."""
+    for suite in table.suites():
+        for task in dict.fromkeys(r.task for r in table.rows if r.suite == suite):
+            cells: list[str] = []
+            for config in table.configs:
+                row = table.cell(task, config)
+                cells += pair(row.normalized_reward, row.normalized_cost, row.best_safe) if row else ["", ""]
+            yield task, False, cells
+        cells = []
+        for config in table.configs:
+            avg = table.suite_average(suite, config)
+            cells += pair(*avg, False) if avg else ["", ""]
+        yield SUITE_TITLES[suite], True, cells
+
+
 def format_markdown(table: MainTable) -> str:
     """The main table in Markdown, tasks grouped by suite, with averages and safe counts."""
     header = ["Task"] + [f"{c} {m}" for c in table.configs for m in ("reward ↑", "cost ↓")]
     lines = ["| " + " | ".join(header) + " |", "|:---|" + "---:|" * (len(header) - 1)]
-    for suite in table.suites():
-        for task in dict.fromkeys(r.task for r in table.rows if r.suite == suite):
-            cells = []
-            for config in table.configs:
-                row = table.cell(task, config)
-                cells += _md_pair(row.normalized_reward, row.normalized_cost, row.best_safe) if row else ["", ""]
-            lines.append(f"| {task} | " + " | ".join(cells) + " |")
-        cells = []
-        for config in table.configs:
-            avg = table.suite_average(suite, config)
-            cells += _md_pair(*avg, best=False) if avg else ["", ""]
-        lines.append(f"| *{SUITE_TITLES[suite]} average* | " + " | ".join(cells) + " |")
+    for label, average, cells in _body_rows(table, _md_pair):
+        lines.append(f"| {f'*{label} average*' if average else label} | " + " | ".join(cells) + " |")
     counts = [cell for n, total in map(table.safe_count, table.configs) for cell in (f"{n} / {total}", "")]
     lines.append("| safe tasks | " + " | ".join(counts) + " |")
     legend = ("Normalised reward and cost averaged over thresholds, episodes and seeds; ✗: unsafe (cost > 1)"
@@ -158,19 +166,11 @@ def format_latex(table: MainTable) -> str:
              r"\begin{tabular}{l" + "cc" * n + "}", r"\toprule",
              " & " + " & ".join(rf"\multicolumn{{2}}{{c}}{{{c}}}" for c in table.configs) + r" \\",
              "Task" + r" & reward $\uparrow$ & cost $\downarrow$" * n + r" \\", r"\midrule"]
-    for suite in table.suites():
-        for task in dict.fromkeys(r.task for r in table.rows if r.suite == suite):
-            cells = []
-            for config in table.configs:
-                row = table.cell(task, config)
-                cells += _tex_pair(row.normalized_reward, row.normalized_cost, row.best_safe) if row else ["", ""]
-            lines.append(f"{task} & " + " & ".join(cells) + r" \\")
-        cells = []
-        for config in table.configs:
-            avg = table.suite_average(suite, config)
-            cells += _tex_pair(*avg, best=False) if avg else ["", ""]
-        lines += [r"\midrule", rf"\textit{{{SUITE_TITLES[suite]} average}} & " + " & ".join(cells) + r" \\",
-                  r"\midrule"]
+    for label, average, cells in _body_rows(table, _tex_pair):
+        if average:
+            lines += [r"\midrule", rf"\textit{{{label} average}} & " + " & ".join(cells) + r" \\", r"\midrule"]
+        else:
+            lines.append(f"{label} & " + " & ".join(cells) + r" \\")
     counts = [rf"\multicolumn{{2}}{{c}}{{{n_safe} / {total}}}" for n_safe, total in map(table.safe_count,
                                                                                           table.configs)]
     lines += ["Safe tasks & " + " & ".join(counts) + r" \\", r"\bottomrule", r"\end{tabular}"]
