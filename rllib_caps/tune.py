@@ -15,6 +15,7 @@ import argparse
 import logging
 import sys
 
+from rllib_caps.core.time_limit import TIME_LIMITS
 from rllib_caps.envs import SUITES
 from rllib_caps.sweeps.options import SweepError, SweepOptions, resolve_options
 from rllib_caps.sweeps.runner import check_experiment_dir, run_sweep, start_ray
@@ -46,6 +47,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help=f"numbers of policy heads K, e.g. 2 4 8 [{' '.join(map(str, d.heads))}]")
     g.add_argument("--data-root", help=f"directory with one converted dataset per task, ROOT/<Task>/ [{d.data_root}]")
     g.add_argument("--steps", type=int, help="gradient steps per trial (overrides training.steps)")
+    g.add_argument("--time-limit", choices=TIME_LIMITS, help="how the critics treat time-outs (overrides "
+                   "training.time_limit; docs/paper.md, choice 7)")
     g.add_argument("--eval-episodes", type=int, help="evaluation episodes per threshold (overrides training)")
     g.add_argument("--eval-runners", type=int, help="remote evaluation EnvRunners per trial, 0: in the trial "
                    "process (overrides training.eval_runners)")

@@ -20,14 +20,15 @@ from rllib_caps.core.keys import COST_SPENT, HEAD, STEP
 OBS, ACT = 6, 2
 
 
-def make_module(num_heads: int = 4, shared: bool = True, inference_only: bool = False, implementation="paper"):
+def make_module(num_heads: int = 4, shared: bool = True, inference_only: bool = False, implementation="paper",
+                time_limit: str = "bootstrap"):
     obs_space = gym.spaces.Box(-np.inf, np.inf, (OBS,), np.float32)
     act_space = gym.spaces.Box(-2.0, 2.0, (ACT,), np.float32)
     module = DefaultCAPSTorchRLModule(
         observation_space=obs_space, action_space=act_space, inference_only=inference_only,
         model_config={"hidden": [16, 16], "num_heads": num_heads, "shared_actor": shared,
                       "learn_std": implementation == "paper", "cost_maximize": implementation == "code",
-                      "gamma": 0.99, "horizon": 50, "task": None},
+                      "gamma": 0.99, "horizon": 50, "time_limit": time_limit, "task": None},
     )
     if not inference_only:
         module.make_target_networks()

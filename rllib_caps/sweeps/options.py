@@ -33,6 +33,7 @@ class SweepOptions:
     steps: int | None = None  # overrides training.steps
     eval_episodes: int | None = None  # overrides training.eval_episodes
     eval_runners: int | None = None  # overrides training.eval_runners
+    time_limit: str | None = None  # overrides training.time_limit
     num_gpus: float = 0.0
     gpus_per_trial: float | None = None
     cpus_per_trial: float = 1.0
@@ -59,8 +60,9 @@ class SweepOptions:
             raise SweepError(f"--tasks: {err}") from err
 
     def training_settings(self) -> dict[str, Any]:
-        """The YAML ``training`` mapping with the --steps/--eval-episodes/--eval-runners overrides."""
-        flags = {"steps": self.steps, "eval_episodes": self.eval_episodes, "eval_runners": self.eval_runners}
+        """The YAML ``training`` mapping with the --steps/--eval-episodes/--eval-runners/--time-limit overrides."""
+        flags = {"steps": self.steps, "eval_episodes": self.eval_episodes, "eval_runners": self.eval_runners,
+                 "time_limit": self.time_limit}
         return {**self.training, **{k: v for k, v in flags.items() if v is not None}}
 
 
