@@ -14,13 +14,23 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from pathlib import Path
 
 from rllib_caps.core.time_limit import TIME_LIMITS
 from rllib_caps.envs import SUITES
+from rllib_caps.report.records import REPORT_DIR, load_trials
 from rllib_caps.sweeps.options import SweepError, SweepOptions, resolve_options
 from rllib_caps.sweeps.runner import check_experiment_dir, run_sweep, start_ray
 
 logger = logging.getLogger("rllib_caps.tune")
+
+
+def finished_experiment(path: Path) -> bool:
+    """Whether ``path`` holds a sweep whose every trial has its evaluation and whose report was written."""
+    if not (path / REPORT_DIR / "report.md").is_file():
+        return False
+    records, unfinished = load_trials(path)
+    return bool(records) and not unfinished
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -85,6 +95,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         options = resolve_options(args)
         options.task_specs()
+        if not options.resume and finished_experiment(options.experiment_dir):
+            print(f"{options.experiment_dir} already holds this finished sweep; its report is in "
+                  f"{options.experiment_dir / REPORT_DIR}. Nothing to do (pass --name to start another).")
+            return 0
         check_experiment_dir(options.experiment_dir, bool(options.resume))
     except SweepError as err:
         print(f"error: {err}", file=sys.stderr)

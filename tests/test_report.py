@@ -94,9 +94,13 @@ def test_write_report_files_and_csv(tmp_path: Path) -> None:
     assert means[("BallCircle", "K=2")]["safe"] == "0"
     assert means[("easysparse", "K=4")]["seeds"] == "0"
     assert float(means[("bullet average", "K=2")]["normalized_cost"]) == pytest.approx(1.05)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
     with pytest.raises(ReportError, match="already exists"):
-        write_report(experiment)
-    assert main([str(experiment), "--force"]) == 0
+        write_report(experiment, out=elsewhere)  # a directory the report does not own
+    assert main([str(experiment), "--out", str(elsewhere), "--force"]) == 0
+    assert main([str(experiment)]) == 0  # its own report directory: rewritten, a second run works
+    assert (report.out_dir / "report.md").is_file()
 
 
 def test_no_finished_trials_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

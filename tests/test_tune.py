@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,9 +22,10 @@ from rllib_caps.sweeps.options import SweepError, SweepOptions, load_config_file
 from rllib_caps.sweeps.resources import plan_resources
 from rllib_caps.sweeps.runner import dashboard_message, run_sweep
 from rllib_caps.sweeps.trials import constrained_objective, dataset_dir, trial_settings
-from rllib_caps.tune import parse_args
+from rllib_caps.tune import main, parse_args
 
 ROOT = Path(__file__).resolve().parents[1]
+REPORT_FIXTURE = ROOT / "tests" / "fixtures" / "report_results" / "experiment"
 TINY_TRAINING = {"steps": 60, "updates_per_iteration": 30, "hidden": [16, 16], "batch_size": 32, "eval_episodes": 1}
 
 
@@ -93,6 +95,20 @@ def test_cli_errors_before_starting_ray(tmp_path: Path) -> None:
                  "--name", "--resume", "--dashboard", "--search", "--num-samples", "--max-failures",
                  "--gpus-per-trial", "--eval-runners"):
         assert flag in help_text
+
+
+def test_rerunning_a_finished_sweep_is_a_friendly_no_op(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A second `make quickstart`: the finished experiment is kept, one line points at its report, exit 0; an
+    unfinished one still asks for --resume."""
+    experiment = tmp_path / "quickstart"
+    shutil.copytree(REPORT_FIXTURE, experiment)
+    assert main(["--storage", str(tmp_path), "--name", "quickstart"]) == 2  # one trial has no evaluation, no report
+    assert "--resume" in capsys.readouterr().err
+    shutil.rmtree(experiment / "easysparse_K4_seed10_00000_00007")
+    write_report(experiment)
+    assert main(["--storage", str(tmp_path), "--name", "quickstart"]) == 0
+    out = capsys.readouterr().out
+    assert "already holds this finished sweep" in out and str(experiment / "report") in out
 
 
 def test_dashboard_message_explains_token_auth(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -82,7 +82,7 @@ def build_config(algo: str, task: str, data: str | Path, *, seed: int = 0, num_l
               .training(**given)
               .learners(num_learners=num_learners, num_gpus_per_learner=num_gpus_per_learner)
               .debugging(seed=seed))
-    config.updates_per_iteration = min(config.updates_per_iteration, config.num_gradient_steps)
     episodes = evaluation.pop("evaluation_duration", config.evaluation_duration)
-    return config.evaluation(evaluation_interval=config.num_iterations if episodes > 0 else None,
-                             evaluation_duration=max(episodes, 1), **evaluation)
+    config.evaluation(evaluation_duration=max(episodes, 1), **evaluation).apply_smoke_test_limits()
+    config.updates_per_iteration = min(config.updates_per_iteration, config.num_gradient_steps)
+    return config.evaluation(evaluation_interval=config.num_iterations if episodes > 0 else None)

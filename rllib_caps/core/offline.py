@@ -24,6 +24,8 @@ from ray.rllib.utils.metrics import LEARNER_RESULTS, LEARNER_UPDATE_TIMER, NUM_E
 
 from rllib_caps.core.budget_connector import CostBudget
 from rllib_caps.core.evaluation import evaluate_at_thresholds
+from rllib_caps.core.paths import resolve_local
+from rllib_caps.core.smoke import smoke_test
 from rllib_caps.core.time_limit import TIME_LIMITS
 from rllib_caps.data import parquet_files
 from rllib_caps.envs import TaskSpec, get_task, register_envs
@@ -115,8 +117,20 @@ class OfflineSafeConfig(AlgorithmConfig):
             raise ValueError("horizon must be set for an env that is not a DSRL task")
         return self.task.max_episode_steps
 
+    def apply_smoke_test_limits(self) -> OfflineSafeConfig:
+        """Under ``RLLIB_CAPS_SMOKE_TEST``: at most 20 gradient steps in iterations of at most 10, hidden
+        [16, 16], batches of at most 32 and 1 evaluation episode per threshold. Otherwise unchanged."""
+        if smoke_test():
+            self.num_gradient_steps = min(self.num_gradient_steps, 20)
+            self.updates_per_iteration = min(self.updates_per_iteration, 10)
+            self.hidden = [16, 16]
+            self.train_batch_size_per_learner = min(self.train_batch_size_per_learner, 32)
+            self.evaluation_duration = 1
+        return self
+
     @override(AlgorithmConfig)
     def validate(self) -> None:
+        self.apply_smoke_test_limits()
         self._fill_spaces_from_registry()
         super().validate()
         if not self.is_offline:
@@ -170,6 +184,17 @@ class OfflineSafeAlgorithm(Algorithm):
             register_envs()  # so EnvRunners can build the DSRL task by its id or short name
         super().setup(config)
 
+    @staticmethod
+    @override(Algorithm)
+    def from_checkpoint(path: Any, filesystem: Any = None, **kwargs: Any) -> Algorithm:
+        """``Algorithm.from_checkpoint`` that also takes a relative local path."""
+        return Algorithm.from_checkpoint(resolve_local(path), filesystem, **kwargs)
+
+    @override(Algorithm)
+    def save_to_path(self, path: Any = None, **kwargs: Any) -> str:
+        """``Algorithm.save_to_path`` that also takes a relative local path."""
+        return super().save_to_path(None if path is None else resolve_local(path), **kwargs)
+
     @override(Algorithm)
     def restore_from_path(self, path: Any, *args: Any, **kwargs: Any) -> None:
         """Restores the learner group and pushes its weights to the evaluation EnvRunners.
@@ -177,7 +202,7 @@ class OfflineSafeAlgorithm(Algorithm):
         ``Algorithm.restore_from_path`` then syncs the training EnvRunners, which an offline algorithm
         does not have (it raises on ``None`` in Ray 2.60), so the generic ``Checkpointable`` restore is used.
         """
-        Checkpointable.restore_from_path(self, path, *args, **kwargs)
+        Checkpointable.restore_from_path(self, resolve_local(path), *args, **kwargs)
         if self.eval_env_runner_group is not None:
             self.eval_env_runner_group.sync_weights(from_worker_or_learner_group=self.learner_group,
                                                     inference_only=True)

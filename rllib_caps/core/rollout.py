@@ -16,6 +16,7 @@ from tqdm import tqdm
 from rllib_caps.core.budget import info_cost
 from rllib_caps.core.results import results_dict
 from rllib_caps.core.scoring import EpisodeOutcome, summarize
+from rllib_caps.core.smoke import smoke_test
 from rllib_caps.envs import TaskSpec, make_env
 
 
@@ -39,7 +40,9 @@ def run_episode(policy: Any, env: Any, threshold: float, seed: int, fixed_head: 
 
 def evaluate_policy(policy: Any, task: TaskSpec, thresholds: Sequence[float], episodes: int, *, seed: int = 0,
                     fixed_head: int | None = None, progress: bool = True) -> dict[str, Any]:
-    """Every threshold sees the same episode seeds ``seed, seed+1, …``; returns the results schema."""
+    """Every threshold sees the same episode seeds ``seed, seed+1, …``; returns the results schema.
+    Under ``RLLIB_CAPS_SMOKE_TEST`` one episode per threshold."""
+    episodes = 1 if smoke_test() else episodes
     env = make_env(task)
     summaries = []
     with tqdm(total=len(thresholds) * episodes, desc=f"evaluate {task.name}", unit="ep",

@@ -19,7 +19,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("experiment_dir", help="a Tune experiment directory written by python -m rllib_caps.tune")
     p.add_argument("--out", help="output directory (default: EXPERIMENT_DIR/report)")
-    p.add_argument("--force", action="store_true", help="replace the output directory if it exists")
+    p.add_argument("--force", action="store_true", help="replace --out if it exists (the default EXPERIMENT_DIR/report "
+                   "is always rewritten)")
     p.add_argument("--cost-limits", action="store_true",
                    help="also evaluate each trial's checkpoint at the cost limits " + ", ".join(
                        f"{{{a},{b}}}" for a, b in COST_LIMITS) + " (Ray-free, no retraining)")

@@ -1,7 +1,7 @@
 """The paper's tables and plots for a finished (or partly finished) sweep.
 
     python -m rllib_caps.report results/quickstart
-    python -m rllib_caps.report results/paper --cost-limits --episodes 20 --jobs 2 --force
+    python -m rllib_caps.report results/paper --cost-limits --episodes 20 --jobs 2
 
 Reads every Tune trial under EXPERIMENT_DIR (``params.json`` + ``result.json``, no Ray needed) and writes
 EXPERIMENT_DIR/report/ atomically:
@@ -64,7 +64,8 @@ def build_markdown(table: MainTable, unfinished: Sequence[Path], cost_limits: Co
 
 def write_report(experiment_dir: str | Path, *, out: str | Path | None = None, force: bool = False,
                  cost_limits: bool = False, episodes: int = 20, jobs: int = 1) -> Report:
-    """Writes the tables and plots into ``out`` (default EXPERIMENT_DIR/report) atomically."""
+    """Writes the tables and plots into ``out`` (default EXPERIMENT_DIR/report, which is always rewritten)
+    atomically; an existing ``out`` elsewhere is replaced only with ``force``."""
     from rllib_caps.report.plots import plot_head_usage, plot_kappa, plot_reward_cost
 
     experiment_dir = Path(experiment_dir).resolve()
@@ -74,6 +75,7 @@ def write_report(experiment_dir: str | Path, *, out: str | Path | None = None, f
     if not records:
         raise ReportError(f"{experiment_dir}: no finished trials to report ({len(unfinished)} unfinished)")
     out_dir = Path(out).resolve() if out else experiment_dir / REPORT_DIR
+    force = force or out is None  # the default report directory belongs to the report: it is rewritten
     if out_dir.exists() and not force:
         raise ReportError(f"{out_dir}: already exists (use --force to overwrite)")
     table = MainTable(summarize(records))

@@ -25,11 +25,12 @@ from ray.rllib.core.rl_module.rl_module import RLModule
 from ray.rllib.utils.spaces.space_utils import unsquash_action
 
 from rllib_caps.core.budget import BudgetTracker
+from rllib_caps.core.paths import resolve_local
 
 
 def module_checkpoint_dir(path: str | Path) -> Path:
     """The RLModule directory inside an Algorithm checkpoint (or ``path`` if it already is one)."""
-    path = Path(path)
+    path = Path(resolve_local(path))
     nested = path / COMPONENT_LEARNER_GROUP / COMPONENT_LEARNER / COMPONENT_RL_MODULE / DEFAULT_MODULE_ID
     if nested.is_dir():
         return nested
