@@ -38,6 +38,11 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    bad = [k for k in args.thresholds or [] if not k >= 0]
+    if args.episodes < 1 or bad:
+        print(f"error: --thresholds must be >= 0 (got {bad})" if bad else "error: --episodes must be >= 1",
+              file=sys.stderr)
+        return 2
     try:
         policy = CAPSPolicy.from_checkpoint(args.checkpoint)
         if not (args.task or policy.task):
@@ -46,9 +51,6 @@ def main(argv: list[str] | None = None) -> int:
         policy.reset(threshold=0.0, fixed_head=args.head)
     except (ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
-        return 2
-    if args.episodes < 1:
-        print("error: --episodes must be >= 1", file=sys.stderr)
         return 2
     thresholds = args.thresholds or [float(k) for k in task.thresholds]
     results = evaluate_policy(policy, task, thresholds, args.episodes, seed=args.seed, fixed_head=args.head)

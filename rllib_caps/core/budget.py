@@ -63,7 +63,7 @@ class BudgetTracker:
         costs = np.broadcast_to(np.asarray(costs, dtype=np.float64), self.spent.shape)
         mask = np.ones(len(self), dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
         if not np.isfinite(costs[mask]).all():
-            raise ValueError(f"costs must be finite, got {costs[mask]}")
+            raise ValueError(f"cost must be finite (info['cost'] of the previous step), got {costs[mask]}")
         self.spent[mask] += costs[mask]
         self.step[mask] += 1
 

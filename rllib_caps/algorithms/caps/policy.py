@@ -44,7 +44,7 @@ class CAPSPolicy:
 
     def __init__(self, module: RLModule) -> None:
         self.module = module.eval()
-        self.reset(threshold=float("inf"))
+        self.budget: BudgetTracker | None = None  # set by reset(); act() refuses to run without a budget
 
     @classmethod
     def from_checkpoint(cls, path: str | Path) -> CAPSPolicy:
@@ -69,6 +69,10 @@ class CAPSPolicy:
         """
         if fixed_head is not None and not 0 <= fixed_head < self.num_heads:
             raise ValueError(f"fixed_head must be in [0, {self.num_heads - 1}], got {fixed_head}")
+        if not threshold >= 0:  # also rejects NaN
+            raise ValueError(f"threshold (the cost limit κ) must be >= 0, got {threshold}")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.threshold = float(threshold)
         self.fixed_head = fixed_head
         self.budget = BudgetTracker(batch_size)
@@ -77,9 +81,18 @@ class CAPSPolicy:
 
     def reset_envs(self, mask: np.ndarray) -> None:
         """Restarts the episode bookkeeping of the batch entries where ``mask`` is True."""
-        mask = np.asarray(mask, dtype=bool)
-        self.budget.restart(mask)
+        budget = self._require_budget()
+        mask = np.asarray(mask)
+        if mask.dtype != np.bool_ or mask.shape != (len(budget),):
+            raise ValueError(f"reset_envs takes a boolean mask of shape ({len(budget)},), got {mask.dtype} "
+                             f"{mask.shape}")
+        budget.restart(mask)
         self._acted[mask] = False
+
+    def _require_budget(self) -> BudgetTracker:
+        if self.budget is None:
+            raise RuntimeError("call reset(threshold) before act(): the policy needs the cost limit κ")
+        return self.budget
 
     @torch.no_grad()
     def act(self, obs: np.ndarray, cost: float | np.ndarray = 0.0) -> np.ndarray:
@@ -88,9 +101,19 @@ class CAPSPolicy:
         ``cost`` is the cost the previous step incurred (``info["cost"]``); it is ignored on the first
         call of an episode. ``obs`` is one observation or a batch ``(N, D)``.
         """
+        budget = self._require_budget()
         single = np.ndim(obs) == 1
         obs_batch = np.atleast_2d(np.asarray(obs, dtype=np.float32))
-        self.budget.record(cost, mask=self._acted)
+        expected = (len(budget), *self.module.observation_space.shape)
+        if obs_batch.shape != expected:
+            raise ValueError(f"obs has shape {np.shape(obs)}; expected {expected[1:]} per env for {len(budget)} env(s) "
+                             "(reset(threshold, batch_size=N) sets the number of envs)")
+        if not np.isfinite(obs_batch).all():
+            raise ValueError("obs contains NaN or inf")
+        cost = np.asarray(cost, dtype=np.float64)
+        if cost.shape not in ((), (len(budget),)):
+            raise ValueError(f"cost has shape {cost.shape}, expected () or ({len(budget)},)")
+        budget.record(cost, mask=self._acted)
         obs_tensor = torch.from_numpy(obs_batch)
         if self.fixed_head is None:
             actions, heads = self.module.switching_actions(
