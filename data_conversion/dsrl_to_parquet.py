@@ -4,7 +4,8 @@ Output directory::
 
     OUT/data/part-00000.parquet ...   columns obs, actions, rewards, costs, new_obs, terminateds,
                                       truncateds, eps_id, t (actions mapped to [-1, 1])
-    OUT/metadata.json                 task, source sha256, row/episode counts, return statistics
+    OUT/metadata.json                 task, source sha256, each Parquet file's sha256, row/episode counts,
+                                      return statistics
 
 A DSRL time-out is a truncation (``truncateds``), not a termination, and the true next observation
 is kept. The conversion streams the file in chunks, writes into a temporary directory beside OUT and
@@ -21,7 +22,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import hashlib
 import io
 import json
 import random
@@ -41,10 +41,11 @@ from data_conversion.dsrl_format import READ_CHUNK_ROWS, DsrlReader
 from rllib_caps.core.atomic import atomic_directory
 from rllib_caps.data.errors import DatasetError
 from rllib_caps.data.schema import COLUMNS, DATA_DIR, METADATA_FILE, arrow_table, write_parquet_parts
+from rllib_caps.data.validation import file_sha256
 from rllib_caps.envs.compat.dsrl import load_infos
 from rllib_caps.envs.tasks import TaskSpec, get_task
 
-TOOL_VERSION = "1"  # bump when the output of the same input changes
+TOOL_VERSION = "2"  # bump when the output of the same input changes
 PART_ROWS = 4 * READ_CHUNK_ROWS  # rows per Parquet part file
 DOWNLOAD_TIMEOUT_S = 60.0
 FILTER_SEED = 0  # seeds the `random.sample` inside dsrl's density filter
@@ -119,14 +120,6 @@ def _stats(values: np.ndarray) -> dict[str, float]:
         "mean": float(values.mean()),
         "std": float(values.std()),
     }
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while block := f.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _import_dsrl_offline_env() -> ModuleType:
@@ -275,7 +268,7 @@ def _metadata(
         "tool_version": TOOL_VERSION,
         "task": task.name,
         "task_id": task.id,
-        "source": {"file": h5_path.name, "sha256": _sha256(h5_path), "rows": reader.rows},
+        "source": {"file": h5_path.name, "sha256": file_sha256(h5_path), "rows": reader.rows},
         "rows": len(ends),
         "episodes": len(starts),
         "terminated_episodes": int(selection.terminateds.sum()),
@@ -339,6 +332,7 @@ def convert(
             tables = (bar.update(len(t)) or t for t in _tables(reader, selection, low, high, counts, chunk_rows))
             files = write_parquet_parts(tables, tmp / DATA_DIR, part_rows)
         metadata = _metadata(spec, h5, reader, selection, dsrl_filter, counts["actions_clipped"])
+        metadata["files"] = {name: file_sha256(tmp / DATA_DIR / name) for name in files}
         (tmp / METADATA_FILE).write_text(json.dumps(metadata, indent=2, sort_keys=True) + "\n")
     return ConversionSummary(out_dir, metadata["rows"], metadata["episodes"], files, metadata)
 

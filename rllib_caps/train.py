@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import sys
@@ -19,6 +20,7 @@ from rllib_caps.core.atomic import OutputExistsError, atomic_directory
 from rllib_caps.core.results import format_results_table
 from rllib_caps.core.time_limit import TIME_LIMITS
 from rllib_caps.data import DatasetError
+from rllib_caps.data.validation import check_dataset
 from rllib_caps.envs import get_task
 
 logger = logging.getLogger("rllib_caps.train")
@@ -62,45 +64,67 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--eval-episodes", type=int, help="episodes per threshold, 0: skip evaluation [20]")
     p.add_argument("--eval-runners", type=int, help="remote evaluation EnvRunners, 0: in-process [0]")
     p.add_argument("--num-gpus", type=float, default=0.0, help="GPUs for the learner, fractions allowed [0]")
+    p.add_argument("--allow-task-mismatch", action="store_true",
+                   help="train even if the dataset's metadata.json names another task (same sizes)")
     p.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     p.add_argument("--json", action="store_true", help="print the evaluation results as JSON")
     return p.parse_args(argv)
 
 
+def check_gpus(requested: float) -> None:
+    """Refuses GPUs that this machine does not have, before Ray starts."""
+    if requested > 0:
+        import torch
+
+        if torch.cuda.device_count() < requested:
+            raise ValueError(f"--num-gpus {requested:g}: this machine has {torch.cuda.device_count()} CUDA GPUs")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    try:
-        spec = get_task(args.task)
-        if Path(args.out).exists() and not args.force:
-            raise OutputExistsError(f"{Path(args.out).resolve()}: already exists (use --force to overwrite)")
-        config = build_config(args.algo, spec.name, args.data, seed=args.seed, num_gpus_per_learner=args.num_gpus,
-                              heads=args.heads, steps=args.steps, implementation=args.implementation,
-                              time_limit=args.time_limit, hidden=args.hidden, batch_size=args.batch_size,
-                              updates_per_iteration=args.updates_per_iteration, eval_episodes=args.eval_episodes,
-                              eval_runners=args.eval_runners)
-        config.validate()
-    except (ValueError, DatasetError, OutputExistsError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    with contextlib.ExitStack() as output:
+        try:
+            spec = get_task(args.task)
+            check_dataset(args.data, task=spec.name, obs_dim=spec.obs_dim, act_dim=spec.act_dim,
+                          allow_task_mismatch=args.allow_task_mismatch)
+            check_gpus(args.num_gpus)
+            config = build_config(args.algo, spec.name, args.data, seed=args.seed,
+                                  num_gpus_per_learner=args.num_gpus, heads=args.heads, steps=args.steps,
+                                  implementation=args.implementation, time_limit=args.time_limit, hidden=args.hidden,
+                                  batch_size=args.batch_size, updates_per_iteration=args.updates_per_iteration,
+                                  eval_episodes=args.eval_episodes, eval_runners=args.eval_runners)
+            config.validate()
+            # The temporary output directory exists (so --out is writable) before training starts; it becomes
+            # --out when the block ends without an error.
+            tmp = output.enter_context(atomic_directory(args.out, force=args.force))
+        except (ValueError, DatasetError, OutputExistsError) as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        except OSError as err:
+            print(f"error: --out {args.out}: cannot write there ({err.strerror})", file=sys.stderr)
+            return 2
+        result = _train_and_save(args, spec.name, config, tmp)
+    logger.info("checkpoint saved to %s", Path(args.out).resolve())
+    if result is not None:
+        print(json.dumps(result, indent=2) if args.json else format_results_table(result, title=spec.name))
+    return 0
+
+
+def _train_and_save(args: argparse.Namespace, task: str, config: Any, out: Path) -> dict[str, Any] | None:
+    """Trains, saves the checkpoint into ``out`` and returns the evaluation results (None without evaluation)."""
     import ray
 
     ray.init(num_cpus=None, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
-    logger.info("training %s on %s from %s: %d steps, seed %d", args.algo, spec.name, args.data,
+    logger.info("training %s on %s from %s: %d steps, seed %d", args.algo, task, args.data,
                 config.num_gradient_steps, args.seed)
-    evaluates = config.evaluation_interval is not None
-    if evaluates:
+    if config.evaluation_interval is not None:
         logger.info("the last iteration evaluates at thresholds %s, %d episodes each", config.thresholds,
                     config.evaluation_duration)
     algo, result = train(config)
-    with atomic_directory(args.out, force=args.force) as tmp:
-        algo.save_to_path(tmp)
+    algo.save_to_path(out)
     algo.stop()
-    logger.info("checkpoint saved to %s", Path(args.out).resolve())
-    if evaluates:
-        results = result["evaluation"]["dsrl"]
-        print(json.dumps(results, indent=2) if args.json else format_results_table(results, title=spec.name))
-    return 0
+    return result["evaluation"]["dsrl"] if config.evaluation_interval is not None else None
 
 
 if __name__ == "__main__":

@@ -94,6 +94,9 @@ class OfflineSafeConfig(AlgorithmConfig):
     @property
     def num_iterations(self) -> int:
         """``Algorithm.train()`` calls of a whole run: ``ceil(num_gradient_steps / updates_per_iteration)``."""
+        for name in ("num_gradient_steps", "updates_per_iteration"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         return math.ceil(self.num_gradient_steps / self.updates_per_iteration)
 
     @property

@@ -1,0 +1,81 @@
+"""Checks a converted dataset before any expensive work: it exists, has Parquet files in the schema, fits the
+task's observation and action sizes, was made for that task, and its files match the checksums the converter
+recorded in ``metadata.json`` (a flipped byte is caught here, not trained on)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from rllib_caps.data.dataset import parquet_files
+from rllib_caps.data.errors import DatasetError
+from rllib_caps.data.schema import ACTIONS, COLUMNS, METADATA_FILE, NEXT_OBS, OBS
+
+logger = logging.getLogger("rllib_caps.data")
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 hex digest of a file, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _width(schema: pa.Schema, name: str) -> int | None:
+    field_type = schema.field(name).type
+    return field_type.list_size if pa.types.is_fixed_size_list(field_type) else None
+
+
+def check_dataset(path: str | Path, *, task: str, obs_dim: int, act_dim: int,
+                  allow_task_mismatch: bool = False) -> Path:
+    """Validates the dataset at ``path`` for ``task``; returns its Parquet directory. Raises ``DatasetError``
+    naming the file and what is wrong."""
+    data_dir = parquet_files(path)
+    files = sorted(data_dir.glob("*.parquet")) if data_dir.is_dir() else [data_dir]
+    if not files:
+        raise DatasetError(f"{data_dir}: no Parquet files (*.parquet); convert a dataset with "
+                           "`python -m data_conversion.dsrl_to_parquet`")
+    try:
+        schema = pq.read_schema(files[0])
+    except (OSError, pa.ArrowException) as err:
+        raise DatasetError(f"{files[0]}: not a readable Parquet file ({err})") from err
+    missing = [c for c in COLUMNS if c not in schema.names]
+    if missing:
+        raise DatasetError(f"{files[0]}: missing columns {missing}; re-convert it with "
+                           "`python -m data_conversion.dsrl_to_parquet`")
+    for column, expected in ((OBS, obs_dim), (NEXT_OBS, obs_dim), (ACTIONS, act_dim)):
+        if _width(schema, column) != expected:
+            raise DatasetError(f"{files[0]}: column {column!r} has width {_width(schema, column)}, but task {task} "
+                               f"has {expected} (is this another task's dataset?)")
+    metadata_file = (data_dir.parent if data_dir.is_dir() else data_dir.parent.parent) / METADATA_FILE
+    if not metadata_file.is_file():
+        logger.warning("%s: no %s, so the task and the file checksums are not checked", data_dir, METADATA_FILE)
+        return data_dir
+    try:
+        metadata = json.loads(metadata_file.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise DatasetError(f"{metadata_file}: unreadable ({err})") from err
+    recorded = metadata.get("task")
+    if recorded is not None and recorded != task and not allow_task_mismatch:
+        raise DatasetError(f"{metadata_file}: this dataset is for task {recorded!r}, not {task!r}; pass "
+                           "--allow-task-mismatch to train on it anyway")
+    checksums = metadata.get("files")
+    if checksums is None:
+        logger.warning("%s: no file checksums recorded; re-convert the dataset to add them", metadata_file)
+        return data_dir
+    names = {f.name for f in files}
+    if names != set(checksums):
+        raise DatasetError(f"{data_dir}: Parquet files {sorted(names)} differ from those in {metadata_file} "
+                           f"({sorted(checksums)})")
+    for f in files:
+        if file_sha256(f) != checksums[f.name]:
+            raise DatasetError(f"{f}: its sha256 differs from {metadata_file} (corrupt or modified); re-convert "
+                               "the dataset")
+    return data_dir
