@@ -107,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from rllib_caps.report import ReportError, write_report
 
+    resume = "python -m rllib_caps.tune " + " ".join(sys.argv[1:] if argv is None else argv)
+    resume += "" if options.resume else " --resume"
     try:
         message = start_ray(options.address, options.dashboard)
         if message:
@@ -119,7 +121,10 @@ def main(argv: list[str] | None = None) -> int:
                   f"--config {best} --name NAME")
         else:
             run_sweep(options)
-        report = write_report(options.experiment_dir, force=True)
+        if not load_trials(options.experiment_dir)[0]:
+            print(f"no trial finished (interrupted?); continue the sweep with:\n  {resume}", file=sys.stderr)
+            return 1
+        report = write_report(options.experiment_dir)
     except (SweepError, ReportError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -128,11 +133,10 @@ def main(argv: list[str] | None = None) -> int:
     print(report.markdown)
     print(f"\nresults: {options.experiment_dir}\nreport: {report.out_dir}")
     if report.unfinished:
-        print(f"{len(report.unfinished)} trial(s) did not finish; continue them with the same command and --resume",
-              file=sys.stderr)
+        print(f"{len(report.unfinished)} trial(s) did not finish or failed: "
+              f"{', '.join(p.name for p in report.unfinished)}; continue them with:\n  {resume}", file=sys.stderr)
         return 1
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

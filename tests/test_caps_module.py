@@ -115,6 +115,13 @@ def test_config_rejects_bad_settings_naming_the_setting(settings, message, tmp_p
         config.validate()
 
 
+def test_config_refuses_several_envs_per_evaluation_runner(tmp_path):
+    config = (CAPSConfig().environment("BallCircle").offline_data(input_=str(tmp_path))
+              .env_runners(num_envs_per_env_runner=2))
+    with pytest.raises(ValueError, match="num_envs_per_env_runner = 1"):
+        config.validate()
+
+
 def test_config_requires_offline_input():
     with pytest.raises(ValueError, match="offline_data"):
         CAPSConfig().environment("BallCircle").validate()

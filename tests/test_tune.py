@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -95,6 +96,22 @@ def test_cli_errors_before_starting_ray(tmp_path: Path) -> None:
                  "--name", "--resume", "--dashboard", "--search", "--num-samples", "--max-failures",
                  "--gpus-per-trial", "--eval-runners"):
         assert flag in help_text
+
+
+@pytest.mark.parametrize(("yaml_text", "message"), [
+    ("seeds: 0", "seeds must be a non-empty list of integers"),
+    ("seeds: [0, 10, 0]", "seeds [0, 10, 0] repeats a value"),
+    ("heads: [2, '4']", "heads must be a non-empty list of integers"),
+    ("training: {hidden: 256}", "training.hidden must be a list of integers"),
+    ("overrides: {BallCircel: {steps: 10}}", "overrides.BallCircel: not a task or suite"),
+])
+def test_config_file_types_and_repeats_are_checked_before_anything_runs(tmp_path: Path, yaml_text: str,
+                                                                         message: str) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text(yaml_text + "\n")
+    with pytest.raises(SweepError, match=re.escape(message)) as err:
+        resolve_options(parse_args(["--config", str(config)]))
+    assert str(config) in str(err.value)
 
 
 def test_rerunning_a_finished_sweep_is_a_friendly_no_op(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

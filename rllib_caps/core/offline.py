@@ -141,6 +141,9 @@ class OfflineSafeConfig(AlgorithmConfig):
         for name in ("num_gradient_steps", "updates_per_iteration", "train_batch_size_per_learner"):
             if getattr(self, name) < 1:
                 self._value_error(f"{name} must be >= 1, got {getattr(self, name)}")
+        if (self.evaluation_config or {}).get("num_envs_per_env_runner", self.num_envs_per_env_runner) > 1:
+            self._value_error("evaluation needs num_envs_per_env_runner = 1: with several envs per runner, "
+                              "sample(num_episodes=N) favours short episodes and biases the cost")
         if self.time_limit not in TIME_LIMITS:
             self._value_error(f"time_limit must be one of {TIME_LIMITS}, got {self.time_limit!r}")
         self.resolved_horizon  # noqa: B018  (raises for a custom env without horizon)

@@ -21,7 +21,7 @@ def format_results_table(results: dict[str, Any], title: str = "") -> str:
     lines = [f"### {title}", ""] if title else []
     lines += ["| κ | episodes | reward | cost | norm. reward | norm. cost | safe | head usage |",
               "|---:|---:|---:|---:|---:|---:|:---:|:---|"]
-    for key, r in results["thresholds"].items():
+    for key, r in sorted(results["thresholds"].items(), key=lambda kv: float(kv[0])):
         usage = " ".join(f"{float(u):.2f}" for _, u in sorted(r["head_usage"].items(), key=lambda kv: int(kv[0])))
         lines.append(f"| {key} | {int(r['episodes'])} | {r['reward']:.2f} | {r['cost']:.2f} | "
                      f"{r['normalized_reward']:.3f} | {r['normalized_cost']:.3f} | {'yes' if r['safe'] else 'NO'} "

@@ -93,4 +93,31 @@ def resolve_options(args: argparse.Namespace) -> SweepOptions:
     if args.name is None and args.config and "name" not in file_options:
         file_options["name"] = Path(args.config).stem
     given = {k: v for k, v in vars(args).items() if k != "config" and v is not None}
-    return SweepOptions(**{**file_options, **given})
+    options = SweepOptions(**{**file_options, **given})
+    check_options(options, args.config or "the command line")
+    return options
+
+
+def _is_int_list(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(v, int) and not isinstance(v, bool)
+                                                           for v in value)
+
+
+def check_options(options: SweepOptions, source: str) -> None:
+    """Types and values that would otherwise fail inside a trial, or silently repeat work."""
+    for name in ("seeds", "heads"):
+        values = getattr(options, name)
+        if not _is_int_list(values):
+            raise SweepError(f"{source}: {name} must be a non-empty list of integers, got {values!r}")
+        if len(set(values)) != len(values):
+            raise SweepError(f"{source}: {name} {values} repeats a value; each must appear once")
+    hidden = options.training.get("hidden")
+    if hidden is not None and not _is_int_list(hidden):
+        raise SweepError(f"{source}: training.hidden must be a list of integers, got {hidden!r}")
+    if not isinstance(options.overrides, dict):
+        raise SweepError(f"{source}: overrides must be a mapping of suite or task names, got {options.overrides!r}")
+    for scope in options.overrides:
+        try:
+            select_tasks(str(scope))
+        except ValueError as err:
+            raise SweepError(f"{source}: overrides.{scope}: not a task or suite ({err})") from err
