@@ -78,6 +78,7 @@ class ConversionSummary:
     episodes: int
     files: tuple[str, ...]
     metadata: dict
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -286,6 +287,7 @@ def _metadata(
         "episode_reward_return": _stats(np.add.reduceat(selection.rewards.astype(np.float64), starts)),
         "episode_cost_return": _stats(np.add.reduceat(selection.costs.astype(np.float64), starts)),
         "episode_length": _stats(lengths),
+        "episodes_longer_than_max_steps": int((lengths > task.max_episode_steps).sum()),
         "dsrl_filter": dataclasses.asdict(dsrl_filter) if dsrl_filter else None,
     }
 
@@ -308,13 +310,15 @@ def convert(
     dsrl_filter: DsrlFilter | None = None,
     chunk_rows: int = READ_CHUNK_ROWS,
     part_rows: int = PART_ROWS,
+    strict: bool = False,
 ) -> ConversionSummary:
     """Convert a DSRL HDF5 file (downloaded by dsrl when `h5_path` is None) into `out_dir`.
 
     Reads `chunk_rows` rows at a time (memory) and writes Parquet files of at most `part_rows` rows.
 
     Raises `DatasetError` (`DsrlFormatError` or `ConversionError`) with a one-line message; on any
-    error nothing is left under `out_dir`'s parent.
+    error nothing is left under `out_dir`'s parent. The summary lists `conversion_warnings`; with `strict`
+    they are errors.
     """
     spec = _task_spec(task)
     out_dir = Path(out_dir)
@@ -333,8 +337,28 @@ def convert(
             files = write_parquet_parts(tables, tmp / DATA_DIR, part_rows)
         metadata = _metadata(spec, h5, reader, selection, dsrl_filter, counts["actions_clipped"])
         metadata["files"] = {name: file_sha256(tmp / DATA_DIR / name) for name in files}
+        warnings = conversion_warnings(spec, metadata)
+        if strict and warnings:
+            raise ConversionError(f"{h5}: refused under --strict: " + "; ".join(warnings))
         (tmp / METADATA_FILE).write_text(json.dumps(metadata, indent=2, sort_keys=True) + "\n")
-    return ConversionSummary(out_dir, metadata["rows"], metadata["episodes"], files, metadata)
+    return ConversionSummary(out_dir, metadata["rows"], metadata["episodes"], files, metadata, tuple(warnings))
+
+
+def conversion_warnings(task: TaskSpec, metadata: dict) -> list[str]:
+    """What a converted dataset has that is probably wrong, each a one-line warning."""
+    warnings = []
+    clipped = metadata["actions"]["entries_clipped_to_bounds"]
+    if clipped:
+        share = clipped / (metadata["rows"] * task.act_dim)
+        warnings.append(f"{clipped} action entries ({share:.2%}) lay outside the task's bounds and were clipped")
+    longer = metadata["episodes_longer_than_max_steps"]
+    if longer:
+        warnings.append(f"{longer} episodes are longer than the task's {task.max_episode_steps} steps "
+                        "(another task's data, or missing episode ends?)")
+    flagged = metadata["terminated_episodes"] + metadata["truncated_episodes"]
+    if flagged == int(metadata["trailing_partial_episode_kept_as_truncated"]):  # only the end of the file
+        warnings.append("the file has no terminal or time-out flags: the whole file is read as one episode")
+    return warnings
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -351,6 +375,9 @@ def _parser() -> argparse.ArgumentParser:
         "--out", type=Path, required=True, metavar="DIR", help="output directory (data/*.parquet, metadata.json)"
     )
     parser.add_argument("--force", action="store_true", help="replace --out if it exists")
+    parser.add_argument("--strict", action="store_true",
+                        help="refuse (exit 2, nothing written) instead of warning about clipped actions, episodes "
+                             "longer than the task's, or a file without episode ends")
     group = parser.add_argument_group("dsrl filters", "apply dsrl's OfflineEnv.pre_process_data before converting")
     group.add_argument(
         "--density",
@@ -373,11 +400,13 @@ def main(argv: list[str] | None = None) -> int:
         else None
     )
     try:
-        summary = convert(args.task, args.h5, args.out, force=args.force, dsrl_filter=dsrl_filter)
+        summary = convert(args.task, args.h5, args.out, force=args.force, dsrl_filter=dsrl_filter, strict=args.strict)
     except DatasetError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(f"wrote {summary.rows} rows, {summary.episodes} episodes to {summary.out_dir}")
+    for warning in summary.warnings:
+        print(f"warning: {warning}")
     return 0
 
 

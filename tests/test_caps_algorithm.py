@@ -11,6 +11,7 @@ import torch
 
 from rllib_caps.algorithms.caps.policy import CAPSPolicy
 from rllib_caps.algorithms.registry import build_config
+from rllib_caps.core.manifest import CheckpointError
 from rllib_caps.core.rollout import evaluate_policy
 from rllib_caps.data import TransitionDataset
 from rllib_caps.envs.tasks import get_task
@@ -27,7 +28,8 @@ def tiny_config(**overrides):
     return build_config("caps", "BallCircle", BUNDLED, **settings)
 
 
-def test_train_evaluates_every_threshold_reproducibly_and_checkpoint_round_trips(ray_session, tmp_path):
+def test_train_evaluates_every_threshold_reproducibly_and_checkpoint_round_trips(ray_session, tmp_path,
+                                                                                monkeypatch):
     from ray.rllib.algorithms.algorithm import Algorithm
 
     algo, result = train(tiny_config(), progress=False)
@@ -59,6 +61,14 @@ def test_train_evaluates_every_threshold_reproducibly_and_checkpoint_round_trips
     torch.testing.assert_close(restored_actions, before_actions)
     assert restored_heads.equal(before_heads) and np.array_equal(policy.last_heads, before_heads.numpy())
     np.testing.assert_allclose(policy_actions, before_actions.detach().numpy(), rtol=1e-6, atol=1e-6)
+
+    # A relative path works, the saved checkpoint carries a manifest, and a damaged module file is named.
+    monkeypatch.chdir(tmp_path)
+    assert CAPSPolicy.from_checkpoint("ckpt").num_heads == 3
+    weights = max((tmp_path / "ckpt").rglob("module_state*"), key=lambda p: p.stat().st_size)
+    weights.write_bytes(weights.read_bytes()[:100])
+    with pytest.raises(CheckpointError, match=f"{weights.name}: corrupt or modified"):
+        CAPSPolicy.from_checkpoint("ckpt")
 
 
 def test_two_learners_stay_in_sync_under_ddp(ray_session):

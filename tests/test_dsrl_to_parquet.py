@@ -120,7 +120,24 @@ def test_round_trip_is_exact(tmp_path: Path, bounded_h5: Path) -> None:
     assert meta["actions"]["entries_clipped_to_bounds"] == 1
     assert meta["actions"]["env_low"] == [-2.0, 0.0]
     assert meta["source"] == {"file": "src.hdf5", "rows": ROWS, "sha256": hashlib.sha256(h5.read_bytes()).hexdigest()}
+    assert meta["files"] == {name: hashlib.sha256((tmp_path / "out" / "data" / name).read_bytes()).hexdigest()
+                             for name in summary.files}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "src.hdf5"]
+    assert summary.warnings == ("1 action entries (0.17%) lay outside the task's bounds and were clipped",)
+
+
+def test_suspicious_data_warns_and_strict_refuses_leaving_nothing(tmp_path: Path, bounded_h5: Path) -> None:
+    src = read_dsrl_hdf5(bounded_h5)
+    src["terminals"][:] = False
+    src["timeouts"][:] = False
+    flagless = tmp_path / "flagless.hdf5"
+    write_dsrl_hdf5(flagless, src)
+    summary = convert(BOUNDED, flagless, tmp_path / "loose")
+    assert any("no terminal or time-out flags" in w for w in summary.warnings)
+    assert any(f"longer than the task's {BOUNDED.max_episode_steps} steps" in w for w in summary.warnings)
+    with pytest.raises(ConversionError, match="refused under --strict"):
+        convert(BOUNDED, flagless, tmp_path / "strict", strict=True)
+    assert not (tmp_path / "strict").exists() and not any(p.name.startswith(".strict") for p in tmp_path.iterdir())
 
 
 @pytest.fixture

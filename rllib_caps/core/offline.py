@@ -10,6 +10,7 @@ module and learner.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -24,6 +25,7 @@ from ray.rllib.utils.metrics import LEARNER_RESULTS, LEARNER_UPDATE_TIMER, NUM_E
 
 from rllib_caps.core.budget_connector import CostBudget
 from rllib_caps.core.evaluation import evaluate_at_thresholds
+from rllib_caps.core.manifest import write_manifest
 from rllib_caps.core.paths import resolve_local
 from rllib_caps.core.smoke import smoke_test
 from rllib_caps.core.time_limit import TIME_LIMITS
@@ -198,8 +200,12 @@ class OfflineSafeAlgorithm(Algorithm):
 
     @override(Algorithm)
     def save_to_path(self, path: Any = None, **kwargs: Any) -> str:
-        """``Algorithm.save_to_path`` that also takes a relative local path."""
-        return super().save_to_path(None if path is None else resolve_local(path), **kwargs)
+        """``Algorithm.save_to_path`` that also takes a relative local path, and writes ``manifest.json`` with the
+        sha256 of every file of a local checkpoint (``rllib_caps.core.manifest``)."""
+        saved = super().save_to_path(None if path is None else resolve_local(path), **kwargs)
+        if "://" not in saved and kwargs.get("filesystem") is None:
+            write_manifest(Path(saved))
+        return saved
 
     @override(Algorithm)
     def restore_from_path(self, path: Any, *args: Any, **kwargs: Any) -> None:

@@ -25,6 +25,7 @@ from ray.rllib.core.rl_module.rl_module import RLModule
 from ray.rllib.utils.spaces.space_utils import unsquash_action
 
 from rllib_caps.core.budget import BudgetTracker
+from rllib_caps.core.manifest import CheckpointError, verify_manifest
 from rllib_caps.core.paths import resolve_local
 
 
@@ -48,8 +49,14 @@ class CAPSPolicy:
 
     @classmethod
     def from_checkpoint(cls, path: str | Path) -> CAPSPolicy:
-        """Loads the module from an ``Algorithm`` checkpoint directory (or its RLModule subdirectory)."""
-        module = RLModule.from_checkpoint(module_checkpoint_dir(path))
+        """Loads the module from an ``Algorithm`` checkpoint directory (or its RLModule subdirectory), after
+        checking the files against the checkpoint's ``manifest.json`` when it has one."""
+        module_dir = module_checkpoint_dir(path)
+        verify_manifest(Path(resolve_local(path)))
+        try:
+            module = RLModule.from_checkpoint(module_dir)
+        except Exception as err:  # unpickling a damaged file raises almost anything
+            raise CheckpointError(f"{module_dir}: cannot load the module ({type(err).__name__}: {err})") from err
         return cls(module.to("cpu"))
 
     @property
