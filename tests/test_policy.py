@@ -94,3 +94,54 @@ def test_batched_policy_equals_single_env_policies_step_by_step() -> None:
         cost = rng.uniform(0, 0.5, size=3)
     assert batched.budget.step.tolist() == [19, 12, 4]  # t of the last observation since each restart
     assert len(seen_heads) > 1  # the budget bites: the comparison covers switching, not one fixed head
+
+
+def test_vector_env_with_next_step_autoreset_keeps_each_episodes_budget() -> None:
+    """The documented vector-env loop (gymnasium's default next-step autoreset): ``reset_envs`` for the envs that
+    the last ``step()`` reset. Each env's (t, c_<t) then equals a one-env policy's on the same episodes: t restarts
+    at 0 on a new episode's first observation, and the action the autoreset ignores is not counted."""
+    import gymnasium
+
+    from rllib_caps.algorithms.caps.torch.default_caps_torch_rl_module import DefaultCAPSTorchRLModule
+    from rllib_caps.envs import get_task, make_env
+
+    task, n, steps, kappa = get_task("BallCircle"), 3, 430, 4.0
+    probe = make_env(task)
+    module = DefaultCAPSTorchRLModule(
+        observation_space=probe.observation_space, action_space=probe.action_space,
+        model_config={"hidden": [16, 16], "num_heads": 3, "shared_actor": True, "learn_std": True,
+                      "cost_maximize": False, "gamma": 0.99, "horizon": task.max_episode_steps, "task": task.name})
+    batched = CAPSPolicy(module)
+    batched.reset(kappa, batch_size=n)
+    envs = gymnasium.vector.SyncVectorEnv([lambda: make_env(task) for _ in range(n)],
+                                         autoreset_mode=gymnasium.vector.AutoresetMode.NEXT_STEP)
+    obs, _ = envs.reset(seed=list(range(n)))
+    costs, autoreset = np.zeros(n), np.zeros(n, dtype=bool)
+    seen: list[list[tuple]] = [[] for _ in range(n)]  # per env: (obs, cost passed, new episode?, t, c_<t, head)
+    new_episode = np.ones(n, dtype=bool)
+    for _ in range(steps):
+        actions = batched.act(obs, costs)
+        for i in np.flatnonzero(~autoreset):  # an env that autoresets ignores this action: not a real step
+            seen[i].append((obs[i].copy(), costs[i], new_episode[i], int(batched.budget.step[i]),
+                            float(batched.budget.spent[i]), int(batched.last_heads[i])))
+        new_episode = autoreset.copy()
+        obs, _, terminated, truncated, infos = envs.step(actions)
+        costs = infos.get("cost", np.zeros(n))  # absent when every env was just reset
+        batched.reset_envs(autoreset)  # the envs this step reset: obs holds their first observation
+        autoreset = terminated | truncated
+    envs.close()
+
+    heads_agree = total = 0
+    for i in range(n):
+        single = CAPSPolicy(module)
+        for o, cost, starts, t, spent, head in seen[i]:
+            if starts:
+                single.reset(kappa)
+            single.act(o, cost)
+            assert (int(single.budget.step[0]), float(single.budget.spent[0])) == (t, pytest.approx(spent))
+            heads_agree += int(single.last_heads[0]) == head
+            total += 1
+        assert [t for *_, t, _, _ in seen[i]][199:202] == [199, 0, 1]  # t restarts with the new episode
+    assert sum(cost for env in seen for _, cost, *_ in env) > 0  # costs were incurred, so c_<t was exercised
+    # One row and three rows go through different matmul kernels: a near-tie of two heads may round apart.
+    assert heads_agree >= 0.98 * total, (heads_agree, total)

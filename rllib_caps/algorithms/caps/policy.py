@@ -10,8 +10,21 @@
         cost = info["cost"]
         ...
 
-Batched use (a vector env of N copies): ``reset(threshold, batch_size=N)``, then ``act(obs[N, D], costs[N])``
-and ``reset_envs(mask)`` for the copies that started a new episode.
+Batched use, with a gymnasium vector env of N copies and its default next-step autoreset (after a copy ends,
+the next ``step()`` resets it, ignores its action and returns its first observation)::
+
+    policy.reset(threshold=20.0, batch_size=N)
+    obs, infos = envs.reset(seed=0)
+    costs, autoreset = np.zeros(N), np.zeros(N, dtype=bool)
+    while True:
+        actions = policy.act(obs, costs)
+        obs, rewards, terminated, truncated, infos = envs.step(actions)
+        costs = infos.get("cost", np.zeros(N))      # absent when every copy was just reset
+        policy.reset_envs(autoreset)                # the copies this step reset: obs is their first observation
+        autoreset = terminated | truncated
+
+With ``autoreset_mode=SAME_STEP`` the first observation comes with the ending step: call
+``policy.reset_envs(terminated | truncated)`` right after ``step()`` instead.
 """
 
 from __future__ import annotations
