@@ -17,6 +17,7 @@ from tqdm import tqdm
 
 from rllib_caps.algorithms.registry import ALGORITHMS, build_config
 from rllib_caps.core.atomic import OutputExistsError, atomic_directory
+from rllib_caps.core.console import divert_library_notices
 from rllib_caps.core.results import format_results_table
 from rllib_caps.core.time_limit import TIME_LIMITS
 from rllib_caps.data import DatasetError
@@ -83,6 +84,7 @@ def check_gpus(requested: float) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    divert_library_notices()
     with contextlib.ExitStack() as output:
         try:
             spec = get_task(args.task)

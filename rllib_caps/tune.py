@@ -16,6 +16,7 @@ import logging
 import sys
 from pathlib import Path
 
+from rllib_caps.core.console import divert_library_notices
 from rllib_caps.core.time_limit import TIME_LIMITS
 from rllib_caps.envs import SUITES
 from rllib_caps.report.records import REPORT_DIR, load_trials
@@ -92,6 +93,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     args = parse_args(argv)
+    divert_library_notices()
     try:
         options = resolve_options(args)
         options.task_specs()

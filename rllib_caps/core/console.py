@@ -1,0 +1,54 @@
+"""Keeps library notices that say nothing about the user's run off the console.
+
+Ray and RLlib log a few warnings on every run that need no action here: the new-API-stack notice, Ray's token
+authentication notice, RLlib's internal deprecations, and the missing ``gputil``. ``divert_library_notices``
+sends them to a log file instead (``~/.cache/rllib_caps/library.log``, or ``$RLLIB_CAPS_LOG``); every other
+warning still reaches the console.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+NOTICES = (
+    "on the new API stack",
+    "Token authentication is enabled",
+    "DeprecationWarning",
+    "has been deprecated",
+    "Install gputil",
+)
+
+
+def library_log_path() -> Path:
+    return Path(os.environ.get("RLLIB_CAPS_LOG", Path.home() / ".cache" / "rllib_caps" / "library.log"))
+
+
+class _DivertNotices(logging.Filter):
+    """Passes a record on to the console unless it is one of ``NOTICES``; those go to the log file."""
+
+    def __init__(self, log_file: logging.Handler) -> None:
+        super().__init__()
+        self.log_file = log_file
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if any(notice in record.getMessage() for notice in NOTICES):
+            self.log_file.handle(record)
+            return False
+        return True
+
+
+def divert_library_notices() -> Path:
+    """Installs the filter on Ray's and RLlib's console handlers (idempotent); returns the log file's path."""
+    import ray.rllib  # noqa: F401  (sets up Ray's and RLlib's loggers and their console handlers)
+
+    path = library_log_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handlers = [h for name in ("ray", "ray.rllib", "ray.data") for h in logging.getLogger(name).handlers]
+    for handler in handlers:
+        if not any(isinstance(f, _DivertNotices) for f in handler.filters):
+            log_file = logging.FileHandler(path, delay=True)
+            log_file.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+            handler.addFilter(_DivertNotices(log_file))
+    return path
