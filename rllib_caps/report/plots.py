@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import math
+import textwrap
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from rllib_caps.report.records import TrialRecord
     from rllib_caps.report.tables import Row
 
+DPI = 100
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
 
@@ -49,9 +51,11 @@ def _styles(rows: Sequence[Row]) -> dict[str, tuple[str, Any]]:
 
 
 def _save(fig: plt.Figure, path: Path, title: str) -> None:
-    fig.suptitle(title)
+    """Wraps the title to the figure's width and saves with a tight box, so no title, legend or label is cut."""
+    chars_per_line = max(30, int(fig.get_figwidth() * DPI / 7.5))  # about 7.5 px per character at 12 pt
+    fig.suptitle(textwrap.fill(title, chars_per_line))
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=DPI, bbox_inches="tight", pad_inches=0.1)
     plt.close(fig)
 
 
