@@ -11,7 +11,7 @@ import logging
 import sys
 
 from rllib_caps.core.results import format_results_table
-from rllib_caps.core.rollout import evaluate_policy
+from rllib_caps.core.rollout import episode_seed, evaluate_policy
 from rllib_caps.envs import get_task
 
 logger = logging.getLogger("rllib_caps.evaluate")
@@ -27,7 +27,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--task", help="task name (default: the one the checkpoint was trained on)")
     p.add_argument("--thresholds", type=float, nargs="+", help="cost thresholds κ (default: the task's three)")
     p.add_argument("--episodes", type=int, default=20, help="episodes per threshold (default 20)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the first episode (default 0)")
+    p.add_argument("--seed", type=int, help="seed of the first episode [1000 × the training seed, so checkpoints of "
+                   "different seeds meet different start states]")
     p.add_argument("--head", type=int, help="act with this head alone instead of switching (ablation)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return p.parse_args(argv)
@@ -53,7 +54,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     thresholds = args.thresholds or [float(k) for k in task.thresholds]
-    results = evaluate_policy(policy, task, thresholds, args.episodes, seed=args.seed, fixed_head=args.head)
+    seed = args.seed if args.seed is not None else episode_seed(policy)
+    results = evaluate_policy(policy, task, thresholds, args.episodes, seed=seed, fixed_head=args.head)
     print(json.dumps(results, indent=2) if args.json else format_results_table(results, title=task.name))
     return 0
 

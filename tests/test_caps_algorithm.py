@@ -32,7 +32,7 @@ def test_train_evaluates_every_threshold_reproducibly_and_checkpoint_round_trips
                                                                                 monkeypatch):
     from ray.rllib.algorithms.algorithm import Algorithm
 
-    algo, result = train(tiny_config(), progress=False)
+    algo, result = train(tiny_config(time_limit="time_aware"), progress=False)  # deployment must use t too
     caps = result["evaluation"]["dsrl"]
     assert sorted(caps["thresholds"], key=float) == ["10", "20", "40"]
     for r in caps["thresholds"].values():
@@ -55,7 +55,7 @@ def test_train_evaluates_every_threshold_reproducibly_and_checkpoint_round_trips
     restored_actions, restored_heads = restored.get_module().switching_actions(obs, spent, step, 20.0)
     restored.stop()
     policy = CAPSPolicy.from_checkpoint(tmp_path / "ckpt")
-    assert policy.task == "BallCircle" and policy.num_heads == 3
+    assert policy.task == "BallCircle" and policy.num_heads == 3 and policy.module.time_aware
     policy.reset(threshold=20.0, batch_size=32)
     policy_actions = policy.act(obs.numpy(), np.zeros(32))
     torch.testing.assert_close(restored_actions, before_actions)

@@ -165,6 +165,7 @@ class OfflineSafeConfig(AlgorithmConfig):
         return super()._model_config_auto_includes | {
             "hidden": list(self.hidden), "gamma": self.gamma, "horizon": self.resolved_horizon,
             "time_limit": self.time_limit, "task": self.task.name if self.task is not None else None,
+            "seed": self.seed,  # so Ray-free evaluation can derive its episode seeds from the training seed
         }
 
     @override(AlgorithmConfig)

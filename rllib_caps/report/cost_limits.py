@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from tqdm import tqdm
 
 from rllib_caps.envs import get_task
 from rllib_caps.report.records import ReportError, TrialRecord
@@ -28,11 +29,11 @@ def limit_for(suite: str, limits: tuple[int, int]) -> float:
 
 def _evaluate_checkpoint(job: tuple[str, str, list[float], int]) -> dict[str, Any]:
     from rllib_caps.algorithms.caps.policy import CAPSPolicy
-    from rllib_caps.core.rollout import evaluate_policy
+    from rllib_caps.core.rollout import episode_seed, evaluate_policy
 
     checkpoint, task, thresholds, episodes = job
-    return evaluate_policy(CAPSPolicy.from_checkpoint(checkpoint), get_task(task), thresholds, episodes,
-                           progress=False)
+    policy = CAPSPolicy.from_checkpoint(checkpoint)
+    return evaluate_policy(policy, get_task(task), thresholds, episodes, seed=episode_seed(policy), progress=False)
 
 
 def evaluate_cost_limits(records: Sequence[TrialRecord], episodes: int, jobs: int = 1,
@@ -49,9 +50,10 @@ def evaluate_cost_limits(records: Sequence[TrialRecord], episodes: int, jobs: in
         from concurrent.futures import ProcessPoolExecutor
 
         with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            results = list(pool.map(_evaluate_checkpoint, work))
+            results = list(tqdm(pool.map(_evaluate_checkpoint, work), total=len(work), desc="cost limits",
+                                unit="checkpoint"))
     else:
-        results = [_evaluate_checkpoint(job) for job in work]
+        results = [_evaluate_checkpoint(job) for job in tqdm(work, desc="cost limits", unit="checkpoint")]
     return {str(r.trial_dir): res for r, res in zip(records, results, strict=True)}
 
 

@@ -81,6 +81,11 @@ class CAPSPolicy:
         """The registry name of the task the bundle was trained on (None for a custom env)."""
         return self.module.model_config.get("task")
 
+    @property
+    def training_seed(self) -> int | None:
+        """The seed the bundle was trained with (None for checkpoints that predate recording it)."""
+        return self.module.model_config.get("seed")
+
     def reset(self, threshold: float, batch_size: int = 1, fixed_head: int | None = None) -> None:
         """Starts new episode(s) with budget κ = ``threshold`` (undiscounted, in the env's cost units).
 
