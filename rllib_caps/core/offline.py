@@ -75,6 +75,8 @@ class OfflineSafeConfig(AlgorithmConfig):
                  hidden: list[int] = NotProvided, tau: float = NotProvided, time_limit: str = NotProvided,
                  horizon: int | None = NotProvided, **kwargs: Any) -> OfflineSafeConfig:
         super().training(**kwargs)
+        if hidden is not NotProvided and not (hidden and all(isinstance(h, int) and h >= 1 for h in hidden)):
+            raise ValueError(f"hidden must be a non-empty list of layer widths >= 1, got {hidden}")
         for name, value in locals().items():
             if name not in ("self", "kwargs", "__class__") and value is not NotProvided:
                 setattr(self, name, value)

@@ -45,6 +45,8 @@ from rllib_caps.core.paths import resolve_local
 def module_checkpoint_dir(path: str | Path) -> Path:
     """The RLModule directory inside an Algorithm checkpoint (or ``path`` if it already is one)."""
     path = Path(resolve_local(path))
+    if not path.is_dir():
+        raise FileNotFoundError(f"{path}: no such checkpoint directory")
     nested = path / COMPONENT_LEARNER_GROUP / COMPONENT_LEARNER / COMPONENT_RL_MODULE / DEFAULT_MODULE_ID
     if nested.is_dir():
         return nested
