@@ -42,7 +42,7 @@ def write_synthetic_dataset(directory: Path, rows: int, obs_dim: int, act_dim: i
 
 
 def rllib_learner_step(config) -> Callable[[int], None]:
-    """``n`` gradient steps through ``CAPSLearner.update_from_dataset`` (a local learner, no Ray actors)."""
+    """``n`` gradient steps through ``OfflineSafeLearner.update_from_dataset`` (a local learner, no Ray actors)."""
     spaces = {"__env__": (config.observation_space, config.action_space),
               "default_policy": (config.observation_space, config.action_space)}
     learner_group = config.build_learner_group(

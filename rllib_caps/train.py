@@ -16,10 +16,10 @@ from typing import Any
 from tqdm import tqdm
 
 from rllib_caps.algorithms.registry import ALGORITHMS, build_config
-from rllib_caps.core.atomic import OutputExistsError, atomic_directory
+from rllib_caps.core.atomic import OutputExistsError, OutputNotWritableError, atomic_directory
 from rllib_caps.core.console import divert_library_notices
+from rllib_caps.core.keys import RESULTS_KEY, TIME_LIMITS
 from rllib_caps.core.results import format_results_table
-from rllib_caps.core.time_limit import TIME_LIMITS
 from rllib_caps.data import DatasetError
 from rllib_caps.data.validation import check_dataset
 from rllib_caps.envs import get_task
@@ -116,11 +116,8 @@ def main(argv: list[str] | None = None) -> int:
             # The temporary output directory exists (so --out is writable) before training starts; it becomes
             # --out when the block ends without an error.
             tmp = output.enter_context(atomic_directory(args.out, force=args.force))
-        except (ValueError, DatasetError, OutputExistsError) as err:
+        except (ValueError, DatasetError, OutputExistsError, OutputNotWritableError) as err:
             print(f"error: {flag_message(err)}", file=sys.stderr)
-            return 2
-        except OSError as err:
-            print(f"error: --out {args.out}: cannot write there ({err.strerror})", file=sys.stderr)
             return 2
         result = _train_and_save(args, spec.name, config, tmp)
     logger.info("checkpoint saved to %s", Path(args.out).resolve())
@@ -142,7 +139,7 @@ def _train_and_save(args: argparse.Namespace, task: str, config: Any, out: Path)
     algo, result = train(config)
     algo.save_to_path(out)
     algo.stop()
-    return result["evaluation"]["dsrl"] if config.evaluation_interval is not None else None
+    return result["evaluation"][RESULTS_KEY] if config.evaluation_interval is not None else None
 
 
 if __name__ == "__main__":

@@ -53,6 +53,8 @@ class OfflineSafeLearner(Learner):
         """Polyak-averages every target net after every gradient step."""
         super().after_gradient_based_update(timesteps=timesteps)
         for module_id, module in self.module._rl_modules.items():
+            if not isinstance(module.unwrapped(), TargetNetworkAPI):
+                continue
             tau = self.config.get_config_for_module(module_id).tau
             for online, target in module.unwrapped().get_target_network_pairs():
                 polyak_update(online, target, tau)

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from rllib_caps.algorithms.registry import get_algorithm
 from rllib_caps.envs import get_task
 from rllib_caps.report.records import ReportError, TrialRecord
 from rllib_caps.report.tables import config_order
@@ -39,6 +40,7 @@ def _evaluate_checkpoint(job: tuple[str, str, list[float], int]) -> dict[str, An
 def evaluate_cost_limits(records: Sequence[TrialRecord], episodes: int, jobs: int = 1,
                          limits: Sequence[tuple[int, int]] = COST_LIMITS) -> dict[str, dict[str, Any]]:
     """Evaluates every trial's last checkpoint at its suite's limits (no retraining): trial dir -> results."""
+    records = [r for r in records if get_algorithm(r.algo).threshold_at_deployment]  # one policy for every κ
     missing = [str(r.trial_dir) for r in records if r.checkpoint is None]
     if missing:
         raise ReportError(f"--cost-limits: no checkpoint in {', '.join(missing)}")

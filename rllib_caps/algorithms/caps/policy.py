@@ -66,12 +66,16 @@ class CAPSPolicy:
     def from_checkpoint(cls, path: str | Path) -> CAPSPolicy:
         """Loads the module from an ``Algorithm`` checkpoint directory (or its RLModule subdirectory), after
         checking the files against the checkpoint's ``manifest.json`` when it has one."""
-        module_dir = module_checkpoint_dir(path)
-        verify_manifest(Path(resolve_local(path)))
+        given = Path(resolve_local(path))
+        module_dir = module_checkpoint_dir(given)
+        # manifest.json sits at the root of the Algorithm checkpoint, four levels above the module directory.
+        verify_manifest(given if module_dir != given or len(given.parts) < 5 else given.parents[3])
         try:
             module = RLModule.from_checkpoint(module_dir)
         except Exception as err:  # unpickling a damaged file raises almost anything
-            raise CheckpointError(f"{module_dir}: cannot load the module ({type(err).__name__}: {err})") from err
+            hint = (" (saved by a release before the rllib_caps.algorithms layout: retrain it with this release)"
+                    if "rllib_caps.caps" in str(err) else "")
+            raise CheckpointError(f"{module_dir}: cannot load the module ({type(err).__name__}: {err}){hint}") from err
         return cls(module.to("cpu"))
 
     @property
