@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rllib_caps.core.time_limit import TIME_LIMITS
+from rllib_caps.core.keys import TIME_LIMITS
 from rllib_caps.report.records import TrialRecord, load_trials
 
 CONFIG = Path(__file__).resolve().parents[1] / "tune_configs" / "time_limit.yaml"

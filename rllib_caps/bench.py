@@ -48,7 +48,7 @@ def write_synthetic_dataset(directory: Path, rows: int, obs_dim: int, act_dim: i
 
 
 def rllib_learner_step(config: Any) -> Callable[[int], None]:
-    """``n`` gradient steps through ``update_from_dataset`` of a local learner (no Ray actors)."""
+    """``n`` gradient steps through ``OfflineSafeLearner.update_from_dataset`` (a local learner, no Ray actors)."""
     spaces = {"default_policy": (config.observation_space, config.action_space)}
     learner = config.build_learner_group(rl_module_spec=config.get_multi_rl_module_spec(spaces=spaces))._learner
     return lambda n: learner.update_from_dataset(num_updates=n)

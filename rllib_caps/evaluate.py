@@ -9,12 +9,25 @@ import argparse
 import json
 import logging
 import sys
+from typing import Any
 
 from rllib_caps.core.results import format_results_table
-from rllib_caps.core.rollout import evaluate_policy
-from rllib_caps.envs import get_task
+from rllib_caps.core.rollout import episode_seed, evaluate_policy
+from rllib_caps.envs import TaskSpec, get_task
 
 logger = logging.getLogger("rllib_caps.evaluate")
+
+
+def check_task_fits(policy: Any, task: TaskSpec, checkpoint: str, *, allow_mismatch: bool) -> None:
+    """The env must match the observations the bundle was trained on; another task of the same sizes needs
+    ``--allow-task-mismatch`` (as in ``train``)."""
+    trained_on = f"trained on {policy.task}" if policy.task else "trained on a custom env"
+    if tuple(policy.module.observation_space.shape) != (task.obs_dim,):
+        raise ValueError(f"{checkpoint}: {trained_on} with {policy.module.observation_space.shape[0]} observation "
+                         f"values; --task {task.name} has {task.obs_dim}")
+    if policy.task and policy.task != task.name and not allow_mismatch:
+        raise ValueError(f"{checkpoint}: {trained_on}, not {task.name}; pass --allow-task-mismatch to evaluate it "
+                         "there anyway")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -27,8 +40,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--task", help="task name (default: the one the checkpoint was trained on)")
     p.add_argument("--thresholds", type=float, nargs="+", help="cost thresholds κ (default: the task's three)")
     p.add_argument("--episodes", type=int, default=20, help="episodes per threshold (default 20)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the first episode (default 0)")
+    p.add_argument("--seed", type=int, help="seed of the first episode [1000 × the training seed, so checkpoints of "
+                   "different seeds meet different start states]")
     p.add_argument("--head", type=int, help="act with this head alone instead of switching (ablation)")
+    p.add_argument("--allow-task-mismatch", action="store_true",
+                   help="evaluate on --task although the checkpoint was trained on another task of the same sizes")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return p.parse_args(argv)
 
@@ -48,12 +64,15 @@ def main(argv: list[str] | None = None) -> int:
         if not (args.task or policy.task):
             raise ValueError(f"{args.checkpoint}: trained on a custom env; pass --task")
         task = get_task(args.task or policy.task)
-        policy.reset(threshold=0.0, fixed_head=args.head)
+        check_task_fits(policy, task, args.checkpoint, allow_mismatch=args.allow_task_mismatch)
+        if args.head is not None and not 0 <= args.head < policy.num_heads:
+            raise ValueError(f"--head {args.head}: the checkpoint has heads 0 to {policy.num_heads - 1}")
     except (ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     thresholds = args.thresholds or [float(k) for k in task.thresholds]
-    results = evaluate_policy(policy, task, thresholds, args.episodes, seed=args.seed, fixed_head=args.head)
+    seed = args.seed if args.seed is not None else episode_seed(policy)
+    results = evaluate_policy(policy, task, thresholds, args.episodes, seed=seed, fixed_head=args.head)
     print(json.dumps(results, indent=2) if args.json else format_results_table(results, title=task.name))
     return 0
 

@@ -16,10 +16,10 @@ from typing import Any
 from tqdm import tqdm
 
 from rllib_caps.algorithms.registry import ALGORITHMS, build_config
-from rllib_caps.core.atomic import OutputExistsError, atomic_directory
+from rllib_caps.core.atomic import OutputExistsError, OutputNotWritableError, atomic_directory
 from rllib_caps.core.console import divert_library_notices
+from rllib_caps.core.keys import RESULTS_KEY, TIME_LIMITS
 from rllib_caps.core.results import format_results_table
-from rllib_caps.core.time_limit import TIME_LIMITS
 from rllib_caps.data import DatasetError
 from rllib_caps.data.validation import check_dataset
 from rllib_caps.envs import get_task
@@ -72,6 +72,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+FLAGS = {"num_heads": "--heads", "num_gradient_steps": "--steps", "train_batch_size_per_learner": "--batch-size",
+         "updates_per_iteration": "--updates-per-iteration", "hidden": "--hidden", "time_limit": "--time-limit",
+         "implementation": "--implementation"}
+
+
+def flag_message(err: Exception) -> str:
+    """The error's first line, with config setting names shown as the flags that set them."""
+    message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    for name, flag in FLAGS.items():
+        if message.startswith(f"{name} "):
+            return f"{flag} ({name}){message[len(name):]}"
+    return message
+
+
 def check_gpus(requested: float) -> None:
     """Refuses GPUs that this machine does not have, before Ray starts."""
     if requested > 0:
@@ -91,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
             check_dataset(args.data, task=spec.name, obs_dim=spec.obs_dim, act_dim=spec.act_dim,
                           allow_task_mismatch=args.allow_task_mismatch)
             check_gpus(args.num_gpus)
+            if args.eval_episodes is not None and args.eval_episodes < 0:
+                raise ValueError(f"--eval-episodes must be >= 0 (0 skips the evaluation), got {args.eval_episodes}")
             config = build_config(args.algo, spec.name, args.data, seed=args.seed,
                                   num_gpus_per_learner=args.num_gpus, heads=args.heads, steps=args.steps,
                                   implementation=args.implementation, time_limit=args.time_limit, hidden=args.hidden,
@@ -100,11 +116,8 @@ def main(argv: list[str] | None = None) -> int:
             # The temporary output directory exists (so --out is writable) before training starts; it becomes
             # --out when the block ends without an error.
             tmp = output.enter_context(atomic_directory(args.out, force=args.force))
-        except (ValueError, DatasetError, OutputExistsError) as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
-        except OSError as err:
-            print(f"error: --out {args.out}: cannot write there ({err.strerror})", file=sys.stderr)
+        except (ValueError, DatasetError, OutputExistsError, OutputNotWritableError) as err:
+            print(f"error: {flag_message(err)}", file=sys.stderr)
             return 2
         result = _train_and_save(args, spec.name, config, tmp)
     logger.info("checkpoint saved to %s", Path(args.out).resolve())
@@ -126,7 +139,7 @@ def _train_and_save(args: argparse.Namespace, task: str, config: Any, out: Path)
     algo, result = train(config)
     algo.save_to_path(out)
     algo.stop()
-    return result["evaluation"]["dsrl"] if config.evaluation_interval is not None else None
+    return result["evaluation"][RESULTS_KEY] if config.evaluation_interval is not None else None
 
 
 if __name__ == "__main__":

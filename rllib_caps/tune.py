@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from rllib_caps.core.console import divert_library_notices
-from rllib_caps.core.time_limit import TIME_LIMITS
+from rllib_caps.core.keys import TIME_LIMITS
 from rllib_caps.envs import SUITES
 from rllib_caps.report.records import REPORT_DIR, load_trials
 from rllib_caps.sweeps.options import SweepError, SweepOptions, resolve_options
@@ -43,7 +43,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     "and cost, safe marks, suite averages) is printed and written next to the trials.",
         epilog="Every option can also be set in the --config YAML under its long name with underscores "
                "(e.g. data_root: datasets); flags on the command line win. The YAML's `training` mapping "
-               "holds rllib_caps.train.build_config arguments and CAPSConfig settings (steps, hidden, "
+               "holds rllib_caps.algorithms.registry.build_config arguments and CAPSConfig settings (steps, hidden, "
                "batch_size, eval_episodes, awr_beta, ...); `overrides` holds per-suite or per-task settings, "
                "each optionally per K (e.g. overrides: {metadrive: {steps: 200000}, BallCircle: {K4: "
                "{lambdas: [0.5, 1.5]}}}). See tune_configs/ and docs/sweeps.md.",

@@ -15,6 +15,7 @@ from rllib_caps.core.manifest import CheckpointError
 from rllib_caps.core.rollout import evaluate_policy
 from rllib_caps.data import TransitionDataset
 from rllib_caps.envs.tasks import get_task
+from rllib_caps.evaluate import main as evaluate_main
 from rllib_caps.train import train
 
 BUNDLED = Path(__file__).resolve().parents[1] / "datasets" / "BallCircle"
@@ -29,10 +30,10 @@ def tiny_config(**overrides):
 
 
 def test_train_evaluates_every_threshold_reproducibly_and_checkpoint_round_trips(ray_session, tmp_path,
-                                                                                monkeypatch):
+                                                                                monkeypatch, capsys):
     from ray.rllib.algorithms.algorithm import Algorithm
 
-    algo, result = train(tiny_config(), progress=False)
+    algo, result = train(tiny_config(time_limit="time_aware"), progress=False)  # deployment must use t too
     caps = result["evaluation"]["dsrl"]
     assert sorted(caps["thresholds"], key=float) == ["10", "20", "40"]
     for r in caps["thresholds"].values():
@@ -55,7 +56,7 @@ def test_train_evaluates_every_threshold_reproducibly_and_checkpoint_round_trips
     restored_actions, restored_heads = restored.get_module().switching_actions(obs, spent, step, 20.0)
     restored.stop()
     policy = CAPSPolicy.from_checkpoint(tmp_path / "ckpt")
-    assert policy.task == "BallCircle" and policy.num_heads == 3
+    assert policy.task == "BallCircle" and policy.num_heads == 3 and policy.module.time_aware
     policy.reset(threshold=20.0, batch_size=32)
     policy_actions = policy.act(obs.numpy(), np.zeros(32))
     torch.testing.assert_close(restored_actions, before_actions)
@@ -65,6 +66,11 @@ def test_train_evaluates_every_threshold_reproducibly_and_checkpoint_round_trips
     # A relative path works, the saved checkpoint carries a manifest, and a damaged module file is named.
     monkeypatch.chdir(tmp_path)
     assert CAPSPolicy.from_checkpoint("ckpt").num_heads == 3
+    for argv, message in ((["--task", "DroneRun"], "with 8 observation values; --task DroneRun has 17"),
+                          (["--task", "CarCircle"], "--allow-task-mismatch"), (["--head", "3"], "heads 0 to 2"),
+                          (["--thresholds", "-5"], "--thresholds must be >= 0")):
+        assert evaluate_main(["--checkpoint", "ckpt", *argv]) == 2
+        assert message in capsys.readouterr().err
     weights = max((tmp_path / "ckpt").rglob("module_state*"), key=lambda p: p.stat().st_size)
     weights.write_bytes(weights.read_bytes()[:100])
     with pytest.raises(CheckpointError, match=f"{weights.name}: corrupt or modified"):

@@ -1,4 +1,4 @@
-"""The switching rule: ``remaining_budget_threshold`` (digest, choice 4) and ``select_heads`` (paper Eq. 3-4
+"""The switching rule: ``remaining_budget_threshold`` (docs/paper.md, choice 4) and ``select_heads`` (paper Eq. 3-4
 plus the min-Q^c fallback, strict ``qc < thr`` as in the authors' code, ties to the lowest head index)."""
 
 from __future__ import annotations

@@ -63,6 +63,11 @@ def get_algorithm(name: str) -> AlgorithmEntry:
         raise ValueError(f"unknown algorithm {name!r}; known: {', '.join(ALGORITHMS)}") from None
 
 
+def canonical_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """``settings`` keyed by config attribute names (friendly names translated), without the unset (None) ones."""
+    return {SETTING_ALIASES.get(k, k): v for k, v in settings.items() if v is not None}
+
+
 def build_config(algo: str, task: str, data: str | Path, *, seed: int = 0, num_learners: int = 0,
                  num_gpus_per_learner: float = 0.0, **settings: Any) -> Any:
     """The algorithm's config for one task and dataset, ready to ``build_algo()``.
@@ -74,7 +79,7 @@ def build_config(algo: str, task: str, data: str | Path, *, seed: int = 0, num_l
     from rllib_caps.data import parquet_files
 
     entry = get_algorithm(algo)
-    given = {SETTING_ALIASES.get(k, k): v for k, v in settings.items() if v is not None}
+    given = canonical_settings(settings)
     evaluation = {k: given.pop(k) for k in EVALUATION_SETTINGS if k in given}
     config = (entry.config_class()
               .environment(task)

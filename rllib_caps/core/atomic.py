@@ -19,6 +19,10 @@ class OutputExistsError(FileExistsError):
     """The output path exists and ``--force`` was not given."""
 
 
+class OutputNotWritableError(PermissionError):
+    """The output's directory cannot be created (read-only, or a file in the way); the message names it."""
+
+
 def temporary_sibling(path: Path, suffix: str = ".tmp") -> Path:
     """A fresh hidden name beside ``path`` (same filesystem, so the final rename is atomic)."""
     return path.with_name(f".{path.name}.{uuid.uuid4().hex}{suffix}")
@@ -27,7 +31,10 @@ def temporary_sibling(path: Path, suffix: str = ".tmp") -> Path:
 @contextmanager
 def _cleanup_on_failure(out: Path, tmp: Path) -> Iterator[None]:
     created = [p for p in (out.parent, *out.parent.parents) if not p.exists()]
-    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise OutputNotWritableError(f"{out}: cannot write there ({err.strerror})") from err
     try:
         yield
     except BaseException:
@@ -49,7 +56,10 @@ def atomic_directory(out: str | Path, *, force: bool = False) -> Iterator[Path]:
         raise OutputExistsError(f"{out}: already exists (use --force to overwrite)")
     tmp = temporary_sibling(out)
     with _cleanup_on_failure(out, tmp):
-        tmp.mkdir()
+        try:
+            tmp.mkdir()
+        except OSError as err:
+            raise OutputNotWritableError(f"{out}: cannot write there ({err.strerror})") from err
         yield tmp
         old = temporary_sibling(out, ".old")
         if out.exists():

@@ -10,6 +10,8 @@ from ray.rllib.utils.annotations import override
 from rllib_caps.core.budget import BudgetTracker, info_cost
 from rllib_caps.core.keys import COST_SPENT, STEP
 
+BUDGET = "budget"  # the episode's BudgetTracker in episode.custom_data
+
 
 class CostBudget(ConnectorV2):
     """Adds ``cost_spent`` (c_<t, the sum of ``info["cost"]`` so far) and ``step`` (t) to the batch.
@@ -23,7 +25,9 @@ class CostBudget(ConnectorV2):
     def __call__(self, *, rl_module: Any, batch: dict[str, Any], episodes: list[Any], explore: bool | None = None,
                  shared_data: dict | None = None, **kwargs) -> Any:
         for episode in self.single_agent_episode_iterator(episodes, agents_that_stepped_only=True):
-            tracker = episode.custom_data.setdefault(COST_SPENT, BudgetTracker(1))
+            if BUDGET not in episode.custom_data:
+                episode.custom_data[BUDGET] = BudgetTracker(1)
+            tracker = episode.custom_data[BUDGET]
             step = len(episode)
             if step > tracker.step[0]:
                 for info in episode.get_infos(slice(int(tracker.step[0]) + 1, step + 1)):  # infos[0]: reset

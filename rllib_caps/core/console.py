@@ -1,9 +1,9 @@
 """Keeps library notices that say nothing about the user's run off the console.
 
 Ray and RLlib log a few warnings on every run that need no action here: the new-API-stack notice, Ray's token
-authentication notice, RLlib's internal deprecations, and the missing ``gputil``. ``divert_library_notices``
-sends them to a log file instead (``~/.cache/rllib_caps/library.log``, or ``$RLLIB_CAPS_LOG``); every other
-warning still reaches the console.
+authentication notice, RLlib's deprecation of its own module construction, and the missing ``gputil``.
+``divert_library_notices`` sends them to a log file instead (``~/.cache/rllib_caps/library.log``, or
+``$RLLIB_CAPS_LOG``); every other warning still reaches the console.
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ from pathlib import Path
 NOTICES = (
     "on the new API stack",
     "Token authentication is enabled",
-    "DeprecationWarning",
-    "has been deprecated",
+    "`RLModule(config=[RLModuleConfig object])` has been deprecated",  # RLlib's own module construction
     "Install gputil",
 )
 
@@ -45,10 +44,11 @@ def divert_library_notices() -> Path:
 
     path = library_log_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    handlers = [h for name in ("ray", "ray.rllib", "ray.data") for h in logging.getLogger(name).handlers]
-    for handler in handlers:
-        if not any(isinstance(f, _DivertNotices) for f in handler.filters):
-            log_file = logging.FileHandler(path, delay=True)
-            log_file.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-            handler.addFilter(_DivertNotices(log_file))
+    log_file = logging.FileHandler(path, delay=True)
+    log_file.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    divert = _DivertNotices(log_file)
+    for name in ("ray", "ray.rllib", "ray.data"):
+        for handler in logging.getLogger(name).handlers:
+            if not any(isinstance(f, _DivertNotices) for f in handler.filters):
+                handler.addFilter(divert)
     return path

@@ -23,11 +23,9 @@ from ray.rllib.utils.metrics import (
 from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
 
 from rllib_caps.core.budget import info_cost
-from rllib_caps.core.keys import HEAD
+from rllib_caps.core.keys import HEAD, RESULTS_KEY
 from rllib_caps.core.results import results_dict
 from rllib_caps.core.scoring import EpisodeOutcome, summarize
-
-RESULTS_KEY = "dsrl"  # evaluation/dsrl/...: DSRL-scored results per threshold
 
 
 def episode_outcomes(episodes: Iterable[Any], num_heads: int) -> list[EpisodeOutcome]:

@@ -6,3 +6,6 @@ Dataset columns (``obs``, ``costs``, ``t``, ...) are in ``rllib_caps.data.schema
 COST_SPENT = "cost_spent"  # c_<t: undiscounted cost incurred so far in the episode
 STEP = "step"  # t: 0-based step index within the episode
 HEAD = "head"  # extra model output: which policy head acted (0 for single-policy algorithms)
+RESULTS_KEY = "dsrl"  # evaluation/dsrl/...: the DSRL-scored results per threshold (rllib_caps.core.evaluation)
+LEGACY_RESULTS_KEY = "caps"  # where results written before the 0.2 layout keep them
+TIME_LIMITS = ("bootstrap", "terminal", "time_aware")  # how critics treat time-outs (rllib_caps.core.time_limit)

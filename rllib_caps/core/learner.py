@@ -66,6 +66,8 @@ class OfflineSafeLearner(Learner):
     def polyak_update_targets(self) -> None:
         """θ' ← τ θ + (1 − τ) θ' for every target net; called after every optimiser step."""
         for module_id, module in self.module._rl_modules.items():
+            if not isinstance(module.unwrapped(), TargetNetworkAPI):
+                continue
             tau = self.config.get_config_for_module(module_id).tau
             for online, target in module.unwrapped().get_target_network_pairs():
                 polyak_update(online, target, tau)

@@ -25,10 +25,10 @@ from ray.rllib.utils.metrics import LEARNER_RESULTS, LEARNER_UPDATE_TIMER, NUM_E
 
 from rllib_caps.core.budget_connector import CostBudget
 from rllib_caps.core.evaluation import evaluate_at_thresholds
-from rllib_caps.core.manifest import write_manifest
+from rllib_caps.core.keys import TIME_LIMITS
+from rllib_caps.core.manifest import verify_manifest, write_manifest
 from rllib_caps.core.paths import resolve_local
 from rllib_caps.core.smoke import smoke_test
-from rllib_caps.core.time_limit import TIME_LIMITS
 from rllib_caps.data import parquet_files
 from rllib_caps.envs import TaskSpec, get_task, register_envs
 from rllib_caps.envs.tasks import is_task_name
@@ -78,6 +78,8 @@ class OfflineSafeConfig(AlgorithmConfig):
                  hidden: list[int] = NotProvided, tau: float = NotProvided, time_limit: str = NotProvided,
                  horizon: int | None = NotProvided, **kwargs: Any) -> OfflineSafeConfig:
         super().training(**kwargs)
+        if hidden is not NotProvided and not (hidden and all(isinstance(h, int) and h >= 1 for h in hidden)):
+            raise ValueError(f"hidden must be a non-empty list of layer widths >= 1, got {hidden}")
         for name, value in locals().items():
             if name not in ("self", "kwargs", "__class__") and value is not NotProvided:
                 setattr(self, name, value)
@@ -137,8 +139,14 @@ class OfflineSafeConfig(AlgorithmConfig):
         return self
 
     @override(AlgorithmConfig)
-    def validate(self) -> None:
+    def build_algo(self, *args: Any, **kwargs: Any) -> Algorithm:
+        """``AlgorithmConfig.build_algo`` after ``apply_smoke_test_limits`` (a restore from a checkpoint does not
+        come through here, so it keeps its sizes)."""
         self.apply_smoke_test_limits()
+        return super().build_algo(*args, **kwargs)
+
+    @override(AlgorithmConfig)
+    def validate(self) -> None:
         self._fill_spaces_from_registry()
         super().validate()
         if not self.is_offline:
@@ -168,6 +176,7 @@ class OfflineSafeConfig(AlgorithmConfig):
         return super()._model_config_auto_includes | {
             "hidden": list(self.hidden), "gamma": self.gamma, "horizon": self.resolved_horizon,
             "time_limit": self.time_limit, "task": self.task.name if self.task is not None else None,
+            "seed": self.seed,  # so Ray-free evaluation can derive its episode seeds from the training seed
         }
 
     @override(AlgorithmConfig)
@@ -212,12 +221,16 @@ class OfflineSafeAlgorithm(Algorithm):
 
     @override(Algorithm)
     def restore_from_path(self, path: Any, *args: Any, **kwargs: Any) -> None:
-        """Restores the learner group and pushes its weights to the evaluation EnvRunners.
+        """Checks the checkpoint's ``manifest.json`` (local paths), restores the learner group and pushes its
+        weights to the evaluation EnvRunners.
 
         ``Algorithm.restore_from_path`` then syncs the training EnvRunners, which an offline algorithm
         does not have (it raises on ``None`` in Ray 2.60), so the generic ``Checkpointable`` restore is used.
         """
-        Checkpointable.restore_from_path(self, resolve_local(path), *args, **kwargs)
+        path = resolve_local(path)
+        if "://" not in path and kwargs.get("component") is None:
+            verify_manifest(Path(path))
+        Checkpointable.restore_from_path(self, path, *args, **kwargs)
         if self.eval_env_runner_group is not None:
             self.eval_env_runner_group.sync_weights(from_worker_or_learner_group=self.learner_group,
                                                     inference_only=True)

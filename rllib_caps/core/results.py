@@ -1,4 +1,4 @@
-"""Per-threshold CAPS results: one schema for RLlib evaluation and the Ray-free evaluator, one table."""
+"""Per-threshold results: one schema for RLlib evaluation and the Ray-free evaluator, one table."""
 
 from __future__ import annotations
 

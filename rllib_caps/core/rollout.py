@@ -38,6 +38,12 @@ def run_episode(policy: Any, env: Any, threshold: float, seed: int, fixed_head: 
     return EpisodeOutcome(reward=reward, cost=cost, length=length, head_counts=tuple(int(c) for c in counts))
 
 
+def episode_seed(policy: Any) -> int:
+    """The first episode seed for a policy: 1000 × its training seed (0 when unknown), so evaluations of
+    checkpoints trained with different seeds do not share their start states."""
+    return 1000 * int(getattr(policy, "training_seed", None) or 0)
+
+
 def evaluate_policy(policy: Any, task: TaskSpec, thresholds: Sequence[float], episodes: int, *, seed: int = 0,
                     fixed_head: int | None = None, progress: bool = True) -> dict[str, Any]:
     """Every threshold sees the same episode seeds ``seed, seed+1, …``; returns the results schema.

@@ -15,9 +15,8 @@ from collections.abc import Mapping
 
 import torch
 
+from rllib_caps.core.keys import TIME_LIMITS
 from rllib_caps.data.schema import TERMINATEDS, TRUNCATEDS
-
-TIME_LIMITS = ("bootstrap", "terminal", "time_aware")
 
 
 def episode_ends(batch: Mapping[str, torch.Tensor], time_limit: str) -> torch.Tensor:

@@ -28,9 +28,15 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _width(schema: pa.Schema, name: str) -> int | None:
+def _width(path: Path, schema: pa.Schema, name: str) -> int | None:
+    """The width of a vector column: fixed by its type, or the length of its first value for a plain list."""
     field_type = schema.field(name).type
-    return field_type.list_size if pa.types.is_fixed_size_list(field_type) else None
+    if pa.types.is_fixed_size_list(field_type):
+        return field_type.list_size
+    if pa.types.is_list(field_type) or pa.types.is_large_list(field_type):
+        column = pq.read_table(path, columns=[name]).column(name)
+        return len(column[0]) if len(column) else None
+    return None
 
 
 def check_dataset(path: str | Path, *, task: str, obs_dim: int, act_dim: int,
@@ -51,9 +57,10 @@ def check_dataset(path: str | Path, *, task: str, obs_dim: int, act_dim: int,
         raise DatasetError(f"{files[0]}: missing columns {missing}; re-convert it with "
                            "`python -m data_conversion.dsrl_to_parquet`")
     for column, expected in ((OBS, obs_dim), (NEXT_OBS, obs_dim), (ACTIONS, act_dim)):
-        if _width(schema, column) != expected:
-            raise DatasetError(f"{files[0]}: column {column!r} has width {_width(schema, column)}, but task {task} "
-                               f"has {expected} (is this another task's dataset?)")
+        width = _width(files[0], schema, column)
+        if width != expected:
+            raise DatasetError(f"{files[0]}: column {column!r} has width {width}, but task {task} has {expected} "
+                               "(is this another task's dataset?)")
     metadata_file = (data_dir.parent if data_dir.is_dir() else data_dir.parent.parent) / METADATA_FILE
     if not metadata_file.is_file():
         logger.warning("%s: no %s, so the task and the file checksums are not checked", data_dir, METADATA_FILE)
@@ -71,11 +78,15 @@ def check_dataset(path: str | Path, *, task: str, obs_dim: int, act_dim: int,
         logger.warning("%s: no file checksums recorded; re-convert the dataset to add them", metadata_file)
         return data_dir
     names = {f.name for f in files}
-    if names != set(checksums):
+    if data_dir.is_dir() and names != set(checksums) or not names <= set(checksums):
         raise DatasetError(f"{data_dir}: Parquet files {sorted(names)} differ from those in {metadata_file} "
                            f"({sorted(checksums)})")
     for f in files:
-        if file_sha256(f) != checksums[f.name]:
+        try:
+            digest = file_sha256(f)
+        except OSError as err:
+            raise DatasetError(f"{f}: cannot read it ({err.strerror})") from err
+        if digest != checksums[f.name]:
             raise DatasetError(f"{f}: its sha256 differs from {metadata_file} (corrupt or modified); re-convert "
                                "the dataset")
     return data_dir

@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from tqdm import tqdm
 
+from rllib_caps.algorithms.registry import get_algorithm
 from rllib_caps.envs import get_task
 from rllib_caps.report.records import ReportError, TrialRecord
 from rllib_caps.report.tables import config_order
@@ -28,16 +30,17 @@ def limit_for(suite: str, limits: tuple[int, int]) -> float:
 
 def _evaluate_checkpoint(job: tuple[str, str, list[float], int]) -> dict[str, Any]:
     from rllib_caps.algorithms.caps.policy import CAPSPolicy
-    from rllib_caps.core.rollout import evaluate_policy
+    from rllib_caps.core.rollout import episode_seed, evaluate_policy
 
     checkpoint, task, thresholds, episodes = job
-    return evaluate_policy(CAPSPolicy.from_checkpoint(checkpoint), get_task(task), thresholds, episodes,
-                           progress=False)
+    policy = CAPSPolicy.from_checkpoint(checkpoint)
+    return evaluate_policy(policy, get_task(task), thresholds, episodes, seed=episode_seed(policy), progress=False)
 
 
 def evaluate_cost_limits(records: Sequence[TrialRecord], episodes: int, jobs: int = 1,
                          limits: Sequence[tuple[int, int]] = COST_LIMITS) -> dict[str, dict[str, Any]]:
     """Evaluates every trial's last checkpoint at its suite's limits (no retraining): trial dir -> results."""
+    records = [r for r in records if get_algorithm(r.algo).threshold_at_deployment]  # one policy for every κ
     missing = [str(r.trial_dir) for r in records if r.checkpoint is None]
     if missing:
         raise ReportError(f"--cost-limits: no checkpoint in {', '.join(missing)}")
@@ -49,9 +52,10 @@ def evaluate_cost_limits(records: Sequence[TrialRecord], episodes: int, jobs: in
         from concurrent.futures import ProcessPoolExecutor
 
         with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            results = list(pool.map(_evaluate_checkpoint, work))
+            results = list(tqdm(pool.map(_evaluate_checkpoint, work), total=len(work), desc="cost limits",
+                                unit="checkpoint"))
     else:
-        results = [_evaluate_checkpoint(job) for job in work]
+        results = [_evaluate_checkpoint(job) for job in tqdm(work, desc="cost limits", unit="checkpoint")]
     return {str(r.trial_dir): res for r, res in zip(records, results, strict=True)}
 
 

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from rllib_caps.algorithms.registry import get_algorithm
+from rllib_caps.core.keys import LEGACY_RESULTS_KEY, RESULTS_KEY
 from rllib_caps.envs import get_task
 
 REPORT_DIR = "report"
-RESULTS_KEY = "dsrl"  # = rllib_caps.core.evaluation.RESULTS_KEY (that module imports Ray)
 TRIAL_INDEX = "__trial_index__"  # ray.tune.search.repeater.TRIAL_INDEX: the repeat (seed) index under Repeater
 
 
@@ -59,7 +59,8 @@ def last_evaluation(result_file: Path) -> dict[str, Any] | None:
     evaluation = None
     for line in result_file.read_text().splitlines():
         if line.strip():
-            found = json.loads(line).get("evaluation", {}).get(RESULTS_KEY)
+            results = json.loads(line).get("evaluation", {})
+            found = results.get(RESULTS_KEY) or results.get(LEGACY_RESULTS_KEY)
             evaluation = found or evaluation
     return evaluation
 
@@ -84,7 +85,10 @@ def load_trials(experiment_dir: str | Path) -> tuple[list[TrialRecord], list[Pat
         if evaluation is None:
             unfinished.append(trial_dir)
             continue
-        algo = get_algorithm(params.get("algo", "caps"))
+        try:
+            algo = get_algorithm(params.get("algo", "caps"))
+        except ValueError as err:
+            raise ReportError(f"{trial_dir / 'params.json'}: {err}") from err
         records.append(TrialRecord(algo=algo.name, task=params["task"], heads=int(params["heads"]),
                                    seed=trial_seed(params),
                                    search={k: v for k, v in (params.get("search") or {}).items()

@@ -80,7 +80,9 @@ def summarize(records: Iterable[TrialRecord]) -> list[Row]:
 
 
 def config_order(config: str) -> tuple[int, str]:
-    return int(config.split()[0][2:]), config
+    """Configurations labelled ``K=<n> …`` by K, others after them by name."""
+    first = config.split()[0] if config else ""
+    return (int(first[2:]), config) if first.startswith("K=") and first[2:].isdigit() else (1 << 30, config)
 
 
 @dataclass

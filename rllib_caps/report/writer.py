@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rllib_caps.core.atomic import OutputExistsError, atomic_directory
+from rllib_caps.envs.metadrive import FIDELITY_NOTE
 from rllib_caps.report.cost_limits import (
     CostLimitTable,
     cost_limit_table,
@@ -30,17 +31,6 @@ from rllib_caps.report.cost_limits import (
 )
 from rllib_caps.report.records import REPORT_DIR, ReportError, load_trials
 from rllib_caps.report.tables import MainTable, format_csv, format_latex, format_markdown, summarize
-
-METADRIVE_CAVEAT = ("MetaDrive scores come from a re-created task configuration on metadrive-simulator 0.4.3, not "
-                    "the simulator fork that collected DSRL's data; they are not comparable to the paper's.")
-
-
-def metadrive_caveat() -> str:
-    try:
-        from rllib_caps.envs.metadrive import FIDELITY_NOTE
-    except ImportError:
-        return METADRIVE_CAVEAT
-    return FIDELITY_NOTE
 
 
 @dataclass(frozen=True)
@@ -53,7 +43,7 @@ class Report:
 def build_markdown(table: MainTable, unfinished: Sequence[Path], cost_limits: CostLimitTable | None) -> str:
     parts = ["## CAPS: normalised reward and cost", "", format_markdown(table)]
     if any(r.suite == "metadrive" for r in table.rows):
-        parts += ["", f"Caveat: {metadrive_caveat()}"]
+        parts += ["", f"Caveat: {FIDELITY_NOTE}"]
     if unfinished:
         parts += ["", f"{len(unfinished)} trial(s) have no evaluation yet (unfinished or failed) and are left out: "
                   + ", ".join(p.name for p in unfinished)]

@@ -72,7 +72,7 @@ def _trial_name(trial: Any) -> str:
 
 def run_experiment(options: SweepOptions, experiment_dir: Path, param_space: dict[str, Any], *,
                    concurrency: int, resume: bool, search_alg: Any = None, num_samples: int = 1) -> Any:
-    """Runs (or with ``resume``, continues) one Tune experiment of CAPS trials; returns the ResultGrid."""
+    """Runs (or with ``resume``, continues) one Tune experiment of trials; returns the ResultGrid."""
     from ray import tune
 
     trainable = trial_class("caps")

@@ -15,8 +15,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rllib_caps.algorithms.registry import ALGORITHMS, build_config, get_algorithm
-from rllib_caps.core.evaluation import RESULTS_KEY
+from rllib_caps.algorithms.registry import ALGORITHMS, build_config, canonical_settings, get_algorithm
+from rllib_caps.core.keys import RESULTS_KEY
+from rllib_caps.data.schema import DATA_DIR
 from rllib_caps.envs import TaskSpec, get_task
 from rllib_caps.report.records import trial_seed
 from rllib_caps.sweeps.options import SweepError
@@ -42,7 +43,7 @@ def trial_settings(training: Mapping[str, Any], overrides: Mapping[str, Any], ta
 def dataset_dir(data_root: str | Path, task: TaskSpec) -> Path:
     """``DATA_ROOT/<ShortName>``, or a SweepError that says how to make it."""
     path = Path(data_root).resolve() / task.name
-    if not (path / "data").is_dir():
+    if not (path / DATA_DIR).is_dir():
         raise SweepError(
             f"--data-root {data_root}: no converted dataset for {task.name} at {path}. Convert DSRL's data with "
             f"`python -m data_conversion.dsrl_to_parquet --task {task.name} --out {path}`, or collect it from the "
@@ -60,7 +61,7 @@ def trial_config(trial: Mapping[str, Any]) -> Any:
     settings = trial_settings(setup["training"], setup["overrides"], task, trial["heads"])
     settings.update({k: v for k, v in (trial.get("search") or {}).items() if k in entry.searchable})
     res = setup["resources"]
-    runners = int(settings.get("eval_runners") or 0)
+    runners = int(canonical_settings(settings).get("evaluation_num_env_runners") or 0)
     config = build_config(entry.name, task.name, dataset_dir(setup["data_root"], task), heads=int(trial["heads"]),
                           seed=trial_seed(trial), num_gpus_per_learner=res["gpus"], **settings)
     main_cpus = res["cpus"] / 2 if runners else res["cpus"]  # evaluation runs after training: they share
@@ -154,6 +155,8 @@ def trial_logger() -> Any:
 
 def __getattr__(name: str) -> Any:
     """Lazy module attributes: pickle finds ``rllib_caps.sweeps.trials.CAPSTrial`` through this in Ray workers."""
+    if name.startswith("__") or not (name == "TrialLogger" or name.endswith("Trial")):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     if name == "TrialLogger":
         trial_logger()
         return globals()[name]

@@ -45,6 +45,8 @@ from rllib_caps.core.paths import resolve_local
 def module_checkpoint_dir(path: str | Path) -> Path:
     """The RLModule directory inside an Algorithm checkpoint (or ``path`` if it already is one)."""
     path = Path(resolve_local(path))
+    if not path.is_dir():
+        raise FileNotFoundError(f"{path}: no such checkpoint directory")
     nested = path / COMPONENT_LEARNER_GROUP / COMPONENT_LEARNER / COMPONENT_RL_MODULE / DEFAULT_MODULE_ID
     if nested.is_dir():
         return nested
@@ -64,12 +66,16 @@ class CAPSPolicy:
     def from_checkpoint(cls, path: str | Path) -> CAPSPolicy:
         """Loads the module from an ``Algorithm`` checkpoint directory (or its RLModule subdirectory), after
         checking the files against the checkpoint's ``manifest.json`` when it has one."""
-        module_dir = module_checkpoint_dir(path)
-        verify_manifest(Path(resolve_local(path)))
+        given = Path(resolve_local(path))
+        module_dir = module_checkpoint_dir(given)
+        # manifest.json sits at the root of the Algorithm checkpoint, four levels above the module directory.
+        verify_manifest(given if module_dir != given or len(given.parts) < 5 else given.parents[3])
         try:
             module = RLModule.from_checkpoint(module_dir)
         except Exception as err:  # unpickling a damaged file raises almost anything
-            raise CheckpointError(f"{module_dir}: cannot load the module ({type(err).__name__}: {err})") from err
+            hint = (" (saved by a release before the rllib_caps.algorithms layout: retrain it with this release)"
+                    if "rllib_caps.caps" in str(err) else "")
+            raise CheckpointError(f"{module_dir}: cannot load the module ({type(err).__name__}: {err}){hint}") from err
         return cls(module.to("cpu"))
 
     @property
@@ -80,6 +86,11 @@ class CAPSPolicy:
     def task(self) -> str | None:
         """The registry name of the task the bundle was trained on (None for a custom env)."""
         return self.module.model_config.get("task")
+
+    @property
+    def training_seed(self) -> int | None:
+        """The seed the bundle was trained with (None for checkpoints that predate recording it)."""
+        return self.module.model_config.get("seed")
 
     def reset(self, threshold: float, batch_size: int = 1, fixed_head: int | None = None) -> None:
         """Starts new episode(s) with budget κ = ``threshold`` (undiscounted, in the env's cost units).
