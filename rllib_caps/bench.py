@@ -1,14 +1,19 @@
-"""Benchmark: gradient steps/s of the CAPS RLlib learner vs the same networks and losses in a plain
-PyTorch loop, measured in one run. ``python -m rllib_caps.bench [--hidden 512] [--batch 512] [--heads 2 8]``.
+"""Benchmark: gradient steps/s of the CAPS RLlib learner vs the same networks and losses in a plain PyTorch loop,
+over a matrix of sizes, in one run (interleaved, so drift on a shared machine hits both sides alike).
 
-Both sides use the same ``DefaultCAPSTorchRLModule``, the same ``caps_iql_losses``, one Adam per
-network group and a Polyak step after every update; only the surrounding machinery differs
-(RLlib's ``Learner.update`` with its batch conversion, metrics and hooks vs a bare loop).
+    python -m rllib_caps.bench                                   # hidden 64, 256, 512 x K 2, 8 on CPU, 1 thread
+    python -m rllib_caps.bench --hidden 256 --heads 2 --device cuda --json
+
+Both sides use the same ``DefaultCAPSTorchRLModule``, the same ``caps_iql_losses``, one Adam per network group
+and a Polyak step after every gradient step; only the machinery around them differs (RLlib's
+``Learner.update`` with its batch handling, metrics and hooks, amortised over several steps per call, vs a
+bare loop).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import resource
@@ -18,6 +23,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -41,92 +47,121 @@ def write_synthetic_dataset(directory: Path, rows: int, obs_dim: int, act_dim: i
     return directory
 
 
-def rllib_learner_step(config) -> Callable[[int], None]:
+def rllib_learner_step(config: Any) -> Callable[[int], None]:
     """``n`` gradient steps through ``OfflineSafeLearner.update_from_dataset`` (a local learner, no Ray actors)."""
-    spaces = {"__env__": (config.observation_space, config.action_space),
-              "default_policy": (config.observation_space, config.action_space)}
-    learner_group = config.build_learner_group(
-        rl_module_spec=config.get_multi_rl_module_spec(spaces=spaces, inference_only=False))
-    learner = learner_group._learner
+    spaces = {"default_policy": (config.observation_space, config.action_space)}
+    learner = config.build_learner_group(rl_module_spec=config.get_multi_rl_module_spec(spaces=spaces))._learner
     return lambda n: learner.update_from_dataset(num_updates=n)
 
 
-def plain_torch_step(config) -> Callable[[int], None]:
-    """The same module, losses, optimisers and Polyak step in a bare PyTorch loop."""
-    module = config.get_rl_module_spec().build()
-    module.make_target_networks()
-    dataset = TransitionDataset.from_parquet(config.input_)
-    generator = torch.Generator().manual_seed(0)
-    nets = {"actor": (module.actor, config.actor_lr), "qr": (module.qr, config.critic_lr),
-            "qc": (module.qc, config.critic_lr), "vr": (module.vr, config.value_lr), "vc": (module.vc, config.value_lr)}
-    optimizers = [torch.optim.Adam(net.parameters(), lr=lr) for net, lr in nets.values()]
-    settings = config.loss_settings()
+class PlainLoop:
+    """The same module, losses, optimisers and Polyak step as the learner, in a bare PyTorch loop.
 
-    def run(n: int) -> None:
+    ``initial_state`` (a module state dict with targets) and ``seed`` (of the minibatch sampler) let it start
+    where a learner starts, so it can serve as the learner's step-for-step reference.
+    """
+
+    def __init__(self, config: Any, *, initial_state: dict | None = None, seed: int = 0,
+                 device: str = "cpu") -> None:
+        self.config = config
+        self.module = config.get_rl_module_spec().build()
+        self.module.make_target_networks()
+        if initial_state is not None:
+            self.module.load_state_dict(initial_state)
+        self.module.to(device)
+        nets = [(self.module.actor, config.actor_lr), (self.module.qr, config.critic_lr),
+                (self.module.qc, config.critic_lr), (self.module.vr, config.value_lr),
+                (self.module.vc, config.value_lr)]
+        self.optimizers = [torch.optim.Adam(net.parameters(), lr=lr) for net, lr in nets]
+        self.dataset = TransitionDataset.from_parquet(config.input_, device=device)
+        self.generator = torch.Generator(device=device).manual_seed(seed)
+        self.settings = config.loss_settings()
+
+    def __call__(self, n: int) -> None:
         for _ in range(n):
-            batch = dataset.sample(config.train_batch_size_per_learner, generator)
-            losses = caps_iql_losses(module.forward_train(batch), batch, settings)
-            for optimizer in optimizers:
+            batch = self.dataset.sample(self.config.train_batch_size_per_learner, self.generator)
+            losses = caps_iql_losses(self.module.forward_train(batch), batch, self.settings)
+            for optimizer in self.optimizers:
                 optimizer.zero_grad(set_to_none=True)
             sum(losses.values()).backward()
-            for optimizer in optimizers:
+            for optimizer in self.optimizers:
                 optimizer.step()
-            for online, target in module.get_target_network_pairs():
-                polyak_update(online, target, config.tau)
-
-    return run
+            for online, target in self.module.get_target_network_pairs():
+                polyak_update(online, target, self.config.tau)
 
 
-def measure(step: Callable[[int], None], steps: int) -> float:
+def measure(step: Callable[[int], None], steps: int, device: str) -> float:
+    if device == "cuda":
+        torch.cuda.synchronize()
     start = time.perf_counter()
     step(steps)
+    if device == "cuda":
+        torch.cuda.synchronize()
     return steps / (time.perf_counter() - start)
 
 
-def main(argv: list[str] | None = None) -> int:
+def run_matrix(args: argparse.Namespace, data: Path) -> list[dict[str, Any]]:
+    """One row per (hidden, K): min/median/max steps/s of each loop and the ratio of medians."""
     from rllib_caps.algorithms.registry import build_config
 
-    p = argparse.ArgumentParser(prog="python -m rllib_caps.bench", description=__doc__.split("\n\n")[0])
-    p.add_argument("--hidden", type=int, default=512)
-    p.add_argument("--batch", type=int, default=512)
-    p.add_argument("--heads", type=int, nargs="+", default=[2, 8])
-    p.add_argument("--steps", type=int, default=30, help="gradient steps per measurement")
-    p.add_argument("--repetitions", type=int, default=5)
-    p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's choice)")
-    args = p.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        data = write_synthetic_dataset(Path(tmp), rows=100_000, obs_dim=8, act_dim=2)
+    for hidden in args.hidden:
         for heads in args.heads:
-            config = build_config("caps", "BallCircle", data, steps=args.steps, heads=heads, hidden=[args.hidden] * 2,
-                                  batch_size=args.batch, eval_episodes=0)
+            config = build_config("caps", "BallCircle", data, steps=args.steps, heads=heads, hidden=[hidden] * 2,
+                                  batch_size=args.batch, eval_episodes=0,
+                                  num_gpus_per_learner=1 if args.device == "cuda" else 0)
             config.validate()
-            runners = {"rllib": rllib_learner_step(config), "plain": plain_torch_step(config)}
-            speeds: dict[str, list[float]] = {name: [] for name in runners}
-            for run in runners.values():
-                run(args.warmup)
+            loops = {"rllib": rllib_learner_step(config), "plain": PlainLoop(config, device=args.device)}
+            speeds: dict[str, list[float]] = {name: [] for name in loops}
+            for loop in loops.values():
+                loop(args.warmup)
             for _ in range(args.repetitions):  # interleaved, so drift hits both sides alike
-                for name, run in runners.items():
-                    speeds[name].append(measure(run, args.steps))
-            rows.append((heads, speeds))
+                for name, loop in loops.items():
+                    speeds[name].append(measure(loop, args.steps, args.device))
+            medians = {name: statistics.median(v) for name, v in speeds.items()}
+            rows.append({"hidden": hidden, "heads": heads, "batch": args.batch,
+                         **{f"{name}_{stat}": f(v) for name, v in speeds.items()
+                            for stat, f in (("min", min), ("median", statistics.median), ("max", max))},
+                         "ratio_rllib_plain": medians["rllib"] / medians["plain"]})
+    return rows
 
-    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"machine: {platform.machine()} {platform.processor() or ''}, {os.cpu_count()} CPUs, "
-          f"torch {torch.__version__} ({torch.get_num_threads()} threads)")
-    print(f"setup: hidden {args.hidden}x2, batch {args.batch}, {args.steps} steps per measurement, "
-          f"{args.repetitions} repetitions (interleaved), {args.warmup} warm-up steps")
-    print("| K | loop | min steps/s | median | max | ratio rllib/plain (medians) |")
-    print("|---:|:---|---:|---:|---:|---:|")
-    for heads, speeds in rows:
-        ratio = statistics.median(speeds["rllib"]) / statistics.median(speeds["plain"])
-        for name, values in speeds.items():
-            print(f"| {heads} | {name} | {min(values):.2f} | {statistics.median(values):.2f} | {max(values):.2f} | "
-                  f"{ratio:.3f} |")
-    print(f"peak RSS of the process: {peak_mib:.0f} MiB")
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m rllib_caps.bench", description=__doc__.split("\n\n")[0])
+    p.add_argument("--hidden", type=int, nargs="+", default=[64, 256, 512], help="hidden widths (2 layers)")
+    p.add_argument("--heads", type=int, nargs="+", default=[2, 8], help="numbers of heads K")
+    p.add_argument("--batch", type=int, default=256, help="minibatch size")
+    p.add_argument("--steps", type=int, default=64, help="gradient steps per measurement")
+    p.add_argument("--repetitions", type=int, default=5, help="interleaved measurements per loop")
+    p.add_argument("--warmup", type=int, default=8, help="steps before measuring")
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument("--json", action="store_true", help="print the matrix as JSON")
+    args = p.parse_args(argv)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("error: --device cuda: no CUDA GPU here", file=sys.stderr)
+        return 2
+    if min(args.heads) < 2 or min(args.hidden + [args.batch, args.steps, args.repetitions]) < 1:
+        print("error: --heads must be >= 2 and --hidden/--batch/--steps/--repetitions >= 1", file=sys.stderr)
+        return 2
+    torch.set_num_threads(args.threads)
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = run_matrix(args, write_synthetic_dataset(Path(tmp), rows=100_000, obs_dim=8, act_dim=2))
+    machine = {"machine": f"{platform.machine()} {platform.processor()}".strip(), "cpus": os.cpu_count(),
+               "load_average": os.getloadavg(), "torch": torch.__version__, "threads": torch.get_num_threads(),
+               "device": args.device, "steps": args.steps, "repetitions": args.repetitions,
+               "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    if args.json:
+        print(json.dumps({"setup": machine, "rows": rows}, indent=1))
+        return 0
+    print(" ".join(f"{k}: {v}" for k, v in machine.items()))
+    print("| hidden | K | batch | RLlib steps/s (min / median / max) | plain steps/s (min / median / max) "
+          "| RLlib ÷ plain (medians) |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['hidden']} | {r['heads']} | {r['batch']} | {r['rllib_min']:.1f} / {r['rllib_median']:.1f} / "
+              f"{r['rllib_max']:.1f} | {r['plain_min']:.1f} / {r['plain_median']:.1f} / {r['plain_max']:.1f} | "
+              f"{r['ratio_rllib_plain']:.3f} |")
     return 0
 
 

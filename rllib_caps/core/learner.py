@@ -1,5 +1,10 @@
 """The in-memory offline learner: the dataset lives on the learner's device, minibatches are sampled there,
-and target networks get their Polyak step after every gradient step."""
+and target networks get their Polyak step after every gradient step.
+
+Several gradient steps run inside one ``Learner.update`` call (RLlib's minibatch loop over a stacked batch of
+fresh minibatches), so RLlib's fixed cost per call (batch wrapping, metrics reduction, hooks) is paid once per
+``STEPS_PER_CALL`` steps, not every step; the Polyak step sits in ``apply_gradients``, after each optimiser step.
+"""
 
 from __future__ import annotations
 
@@ -17,12 +22,14 @@ from ray.rllib.utils.typing import ResultDict
 from rllib_caps.core.losses import polyak_update
 from rllib_caps.data import TransitionDataset
 
+STEPS_PER_CALL = 64  # gradient steps per Learner.update call (the stacked batch holds this many minibatches)
+
 
 class OfflineSafeLearner(Learner):
     """Holds the offline dataset on the learner's device (``config.input_``) and samples it there.
 
-    One ``Learner.update`` runs per gradient step, so RLlib's ``after_gradient_based_update`` gives every
-    target net its Polyak step every step (the paper: τ = 0.005 each step). With ``num_learners > 1`` every
+    Every gradient step has a fresh minibatch, and the torch learner gives every target net its Polyak step
+    after it (the paper: τ = 0.005 each step). With ``num_learners > 1`` every
     learner loads the dataset and draws its own minibatches from a generator seeded with ``(config.seed,
     learner index)``; DDP averages the gradients, so the effective batch is ``train_batch_size_per_learner ×
     num_learners``, as everywhere in RLlib.
@@ -39,23 +46,28 @@ class OfflineSafeLearner(Learner):
         self._generator = torch.Generator(device=self._device).manual_seed(seed)
 
     def update_from_dataset(self, *, num_updates: int, timesteps: dict[str, Any] | None = None) -> ResultDict:
-        """Runs ``num_updates`` gradient steps on uniformly sampled minibatches; returns reduced metrics."""
+        """Runs ``num_updates`` gradient steps, each on a fresh uniformly sampled minibatch (sampled in the same
+        order as one step at a time), ``STEPS_PER_CALL`` per ``Learner.update`` call; returns reduced metrics."""
         batch_size = self.config.train_batch_size_per_learner
-        results = None
-        for i in range(num_updates):
-            sample = self.dataset.sample(batch_size, self._generator)
-            batch = MultiAgentBatch({DEFAULT_MODULE_ID: SampleBatch(sample)}, env_steps=batch_size)
-            results = self.update(batch=batch, timesteps=timesteps, _no_metrics_reduce=i < num_updates - 1)
+        results, done = None, 0
+        while done < num_updates:
+            steps = min(STEPS_PER_CALL, num_updates - done)
+            samples = [self.dataset.sample(batch_size, self._generator) for _ in range(steps)]
+            stacked = {key: torch.cat([s[key] for s in samples]) for key in samples[0]}
+            batch = MultiAgentBatch({DEFAULT_MODULE_ID: SampleBatch(stacked)}, env_steps=steps * batch_size)
+            done += steps
+            results = self.update(batch=batch, minibatch_size=batch_size, num_epochs=1,
+                                  shuffle_batch_per_epoch=False, timesteps=timesteps,
+                                  _no_metrics_reduce=done < num_updates)
+            for module_id in self.module.keys():
+                self.metrics.log_value((module_id, NUM_TARGET_UPDATES), steps, reduce="lifetime_sum")
         return results
 
-    @override(Learner)
-    def after_gradient_based_update(self, *, timesteps: dict[str, Any]) -> None:
-        """Polyak-averages every target net after every gradient step."""
-        super().after_gradient_based_update(timesteps=timesteps)
+    def polyak_update_targets(self) -> None:
+        """θ' ← τ θ + (1 − τ) θ' for every target net; called after every optimiser step."""
         for module_id, module in self.module._rl_modules.items():
             if not isinstance(module.unwrapped(), TargetNetworkAPI):
                 continue
             tau = self.config.get_config_for_module(module_id).tau
             for online, target in module.unwrapped().get_target_network_pairs():
                 polyak_update(online, target, tau)
-            self.metrics.log_value((module_id, NUM_TARGET_UPDATES), 1, reduce="lifetime_sum")

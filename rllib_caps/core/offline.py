@@ -61,6 +61,9 @@ class OfflineSafeConfig(AlgorithmConfig):
         self.gamma = 0.99
         self.lr = None
         self.train_batch_size_per_learner = 512
+        # The learner checks all gradients for NaN/inf at once (rllib_caps.core.torch_learner); this turns off
+        # RLlib's per-parameter check, which costs one device sync per parameter.
+        self.torch_skip_nan_gradients = True
         self.num_env_runners = 0
         self.normalize_actions = True
         self.evaluation_duration = 20

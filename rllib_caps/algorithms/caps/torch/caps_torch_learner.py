@@ -10,13 +10,13 @@ from ray.rllib.utils.annotations import override
 from ray.rllib.utils.typing import ModuleID, TensorType
 
 from rllib_caps.algorithms.caps.losses import caps_iql_losses
-from rllib_caps.core.learner import OfflineSafeLearner
+from rllib_caps.core.torch_learner import OfflineSafeTorchLearner
 
 BACKBONE_LOSSES = {"iql": caps_iql_losses}
 
 
-class CAPSTorchLearner(TorchLearner, OfflineSafeLearner):
-    """CAPS losses (paper Sec. "IQL Instantiation") on top of the in-memory ``OfflineSafeLearner``.
+class CAPSTorchLearner(OfflineSafeTorchLearner):
+    """CAPS losses (paper Sec. "IQL Instantiation") on top of the in-memory ``OfflineSafeTorchLearner``.
 
     The loss terms touch disjoint parameters, so TorchLearner's single backward pass on their sum is
     exact (RLlib's IQL learner needs one backward per optimiser; this one does not).
@@ -37,5 +37,5 @@ class CAPSTorchLearner(TorchLearner, OfflineSafeLearner):
     def compute_loss_for_module(self, *, module_id: ModuleID, config: Any, batch: dict,
                                 fwd_out: dict) -> TensorType:
         losses = BACKBONE_LOSSES[config.backbone](fwd_out, batch, config.loss_settings())
-        self.metrics.log_dict({k: v.detach() for k, v in losses.items()}, key=module_id, window=1)
+        self.record_losses(module_id, losses)
         return sum(losses.values())
