@@ -31,6 +31,9 @@ def temporary_sibling(path: Path, suffix: str = ".tmp") -> Path:
 @contextmanager
 def _cleanup_on_failure(out: Path, tmp: Path) -> Iterator[None]:
     created = [p for p in (out.parent, *out.parent.parents) if not p.exists()]
+    blocking = next((p for p in (out.parent, *out.parent.parents) if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        raise OutputNotWritableError(f"{out}: cannot write there ({blocking} is a file, not a directory)")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
