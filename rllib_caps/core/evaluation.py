@@ -21,6 +21,7 @@ from ray.rllib.utils.metrics import (
     NUM_EPISODES,
 )
 from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
+from tqdm import tqdm
 
 from rllib_caps.core.budget import info_cost
 from rllib_caps.core.keys import HEAD, RESULTS_KEY
@@ -54,7 +55,9 @@ def evaluate_at_thresholds(algorithm: Any, eval_runners: Any) -> tuple[dict, int
     task = config.task
     min_reward, max_reward = (task.min_reward, task.max_reward) if task else (0.0, 1.0)
     summaries, all_outcomes = [], []
-    for threshold in config.thresholds:
+    bar = tqdm(config.thresholds, desc=f"evaluate {config.env}", unit="κ", disable=None)  # off when not a terminal
+    for threshold in bar:
+        bar.set_postfix(kappa=f"{threshold:g}", episodes=config.evaluation_duration)
         eval_runners.foreach_env_runner(lambda er, k=threshold: er.module.set_cost_threshold(k),
                                         local_env_runner=True)
         outcomes = _sample_outcomes(eval_runners, config.evaluation_duration, config.num_policy_heads)
