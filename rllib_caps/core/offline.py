@@ -80,7 +80,12 @@ class OfflineSafeConfig(AlgorithmConfig):
         super().training(**kwargs)
         if hidden is not NotProvided and not (hidden and all(isinstance(h, int) and h >= 1 for h in hidden)):
             raise ValueError(f"hidden must be a non-empty list of layer widths >= 1, got {hidden}")
-        for name, value in locals().items():
+        return self.set_provided(locals())
+
+    def set_provided(self, arguments: dict[str, Any]) -> OfflineSafeConfig:
+        """Sets each keyword argument of a ``training(...)`` call that was given (not ``NotProvided``); the caller
+        passes its ``locals()``."""
+        for name, value in arguments.items():
             if name not in ("self", "kwargs", "__class__") and value is not NotProvided:
                 setattr(self, name, value)
         return self

@@ -136,15 +136,15 @@ def _define_trial_logger() -> type:
     return TrialLogger
 
 
+_TRIAL_CLASSES: dict[str, type] = {}  # algo -> its trainable, also a module attribute (for pickle)
+
+
 def trial_class(algo: str = "caps") -> type:
     """The (cached) Tune trainable of ``algo``, e.g. ``CAPSTrial``."""
-    for name, value in globals().items():
-        if name.endswith("Trial") and getattr(value, "_algo", None) == algo:
-            return value
-    cls = _define_trial_class(algo)
-    cls._algo = algo
-    globals()[cls.__name__] = cls
-    return cls
+    if algo not in _TRIAL_CLASSES:
+        cls = _TRIAL_CLASSES[algo] = _define_trial_class(algo)
+        globals()[cls.__name__] = cls
+    return _TRIAL_CLASSES[algo]
 
 
 def trial_logger() -> Any:

@@ -80,10 +80,7 @@ class CAPSConfig(OfflineSafeConfig):
         **kwargs: Any,
     ) -> CAPSConfig:
         super().training(**kwargs)
-        for name, value in locals().items():
-            if name not in ("self", "kwargs", "__class__") and value is not NotProvided:
-                setattr(self, name, value)
-        return self
+        return self.set_provided(locals())
 
     @property
     def num_policy_heads(self) -> int:
