@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from rllib_caps.algorithms.caps.losses import caps_iql_losses
+from rllib_caps.algorithms.caps.torch.caps_torch_learner import optimizer_groups
 from rllib_caps.core.losses import polyak_update
 from rllib_caps.data import TransitionDataset, schema
 
@@ -69,18 +70,18 @@ class PlainLoop:
         if initial_state is not None:
             self.module.load_state_dict(initial_state)
         self.module.to(device)
-        nets = [(self.module.actor, config.actor_lr), (self.module.qr, config.critic_lr),
-                (self.module.qc, config.critic_lr), (self.module.vr, config.value_lr),
-                (self.module.vc, config.value_lr)]
-        self.optimizers = [torch.optim.Adam(net.parameters(), lr=lr) for net, lr in nets]
+        self.optimizers = [torch.optim.Adam(net.parameters(), lr=lr)
+                           for net, lr in optimizer_groups(self.module, config).values()]
         self.dataset = TransitionDataset.from_parquet(config.input_, device=device)
         self.generator = torch.Generator(device=device).manual_seed(seed)
         self.settings = config.loss_settings()
+        forward = self.module.forward_train  # compiled as RLlib's torch_compile_learner compiles it
+        self.forward_train = torch.compile(forward) if config.torch_compile_learner else forward
 
     def __call__(self, n: int) -> None:
         for _ in range(n):
             batch = self.dataset.sample(self.config.train_batch_size_per_learner, self.generator)
-            losses = caps_iql_losses(self.module.forward_train(batch), batch, self.settings)
+            losses = caps_iql_losses(self.forward_train(batch), batch, self.settings)
             for optimizer in self.optimizers:
                 optimizer.zero_grad(set_to_none=True)
             sum(losses.values()).backward()
@@ -100,29 +101,39 @@ def measure(step: Callable[[int], None], steps: int, device: str) -> float:
     return steps / (time.perf_counter() - start)
 
 
+VARIANTS = ("unfused", "fused")  # the critics as separate MLPs, or one ensemble per pair (rllib_caps.core.nets)
+
+
 def run_matrix(args: argparse.Namespace, data: Path) -> list[dict[str, Any]]:
-    """One row per (hidden, K): min/median/max steps/s of each loop and the ratio of medians."""
+    """One row per (hidden, K): min/median/max steps/s of the RLlib learner and the plain loop, each with unfused
+    and fused critics, and the ratios of medians. All four loops are measured interleaved."""
     from rllib_caps.algorithms.registry import build_config
 
     rows = []
     for hidden in args.hidden:
         for heads in args.heads:
-            config = build_config("caps", "BallCircle", data, steps=args.steps, heads=heads, hidden=[hidden] * 2,
-                                  batch_size=args.batch, eval_episodes=0,
-                                  num_gpus_per_learner=1 if args.device == "cuda" else 0)
-            config.validate()
-            loops = {"rllib": rllib_learner_step(config), "plain": PlainLoop(config, device=args.device)}
+            loops = {}
+            for variant in VARIANTS:
+                config = build_config("caps", "BallCircle", data, steps=args.steps, heads=heads,
+                                      hidden=[hidden] * 2, batch_size=args.batch, eval_episodes=0,
+                                      fused_critics=variant == "fused", compile=args.compile,
+                                      num_gpus_per_learner=1 if args.device == "cuda" else 0)
+                config.validate()
+                loops[f"rllib_{variant}"] = rllib_learner_step(config)
+                loops[f"plain_{variant}"] = PlainLoop(config, device=args.device)
             speeds: dict[str, list[float]] = {name: [] for name in loops}
             for loop in loops.values():
                 loop(args.warmup)
-            for _ in range(args.repetitions):  # interleaved, so drift hits both sides alike
+            for _ in range(args.repetitions):  # interleaved, so drift hits every loop alike
                 for name, loop in loops.items():
                     speeds[name].append(measure(loop, args.steps, args.device))
-            medians = {name: statistics.median(v) for name, v in speeds.items()}
+            m = {name: statistics.median(v) for name, v in speeds.items()}
             rows.append({"hidden": hidden, "heads": heads, "batch": args.batch,
                          **{f"{name}_{stat}": f(v) for name, v in speeds.items()
                             for stat, f in (("min", min), ("median", statistics.median), ("max", max))},
-                         "ratio_rllib_plain": medians["rllib"] / medians["plain"]})
+                         **{f"ratio_rllib_plain_{v}": m[f"rllib_{v}"] / m[f"plain_{v}"] for v in VARIANTS},
+                         "ratio_fused_unfused_plain": m["plain_fused"] / m["plain_unfused"],
+                         "ratio_fused_unfused_rllib": m["rllib_fused"] / m["rllib_unfused"]})
     return rows
 
 
@@ -136,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=8, help="steps before measuring")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile the forward pass and losses of both loops (RLlib's torch_compile_learner)")
     p.add_argument("--json", action="store_true", help="print the matrix as JSON")
     args = p.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -149,19 +162,22 @@ def main(argv: list[str] | None = None) -> int:
         rows = run_matrix(args, write_synthetic_dataset(Path(tmp), rows=100_000, obs_dim=8, act_dim=2))
     machine = {"machine": f"{platform.machine()} {platform.processor()}".strip(), "cpus": os.cpu_count(),
                "load_average": os.getloadavg(), "torch": torch.__version__, "threads": torch.get_num_threads(),
-               "device": args.device, "steps": args.steps, "repetitions": args.repetitions,
+               "device": args.device, "compile": args.compile, "steps": args.steps, "repetitions": args.repetitions,
                "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     if args.json:
         print(json.dumps({"setup": machine, "rows": rows}, indent=1))
         return 0
     print(" ".join(f"{k}: {v}" for k, v in machine.items()))
-    print("| hidden | K | batch | RLlib steps/s (min / median / max) | plain steps/s (min / median / max) "
-          "| RLlib ÷ plain (medians) |")
-    print("|---:|---:|---:|---:|---:|---:|")
+    print("Steps/s are medians of interleaved measurements (min-max in brackets).")
+    print("| hidden | K | batch | RLlib | plain | RLlib fused | plain fused | RLlib ÷ plain | RLlib ÷ plain (fused) "
+          "| fused ÷ unfused (plain) | fused ÷ unfused (RLlib) |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['hidden']} | {r['heads']} | {r['batch']} | {r['rllib_min']:.1f} / {r['rllib_median']:.1f} / "
-              f"{r['rllib_max']:.1f} | {r['plain_min']:.1f} / {r['plain_median']:.1f} / {r['plain_max']:.1f} | "
-              f"{r['ratio_rllib_plain']:.3f} |")
+        cells = [f"{r[f'{n}_median']:.1f} [{r[f'{n}_min']:.0f}-{r[f'{n}_max']:.0f}]"
+                 for n in ("rllib_unfused", "plain_unfused", "rllib_fused", "plain_fused")]
+        ratios = [f"{r[k]:.3f}" for k in ("ratio_rllib_plain_unfused", "ratio_rllib_plain_fused",
+                                           "ratio_fused_unfused_plain", "ratio_fused_unfused_rllib")]
+        print(f"| {r['hidden']} | {r['heads']} | {r['batch']} | " + " | ".join(cells + ratios) + " |")
     return 0
 
 

@@ -51,8 +51,8 @@ def test_truncated_transition_bootstraps_only_in_bootstrap_mode(time_limit: str)
 def test_time_aware_critics_see_the_step_and_the_actor_does_not() -> None:
     torch.manual_seed(0)
     aware, plain = make_module(time_limit="time_aware"), make_module(time_limit="bootstrap")
-    assert aware.qr.q1[0].in_features == plain.qr.q1[0].in_features + 1
-    assert aware.vr[0].in_features == OBS + 1 and aware.actor.bodies[0][0].in_features == OBS
+    assert aware.qr.members[0][0].in_features == plain.qr.members[0][0].in_features + 1
+    assert aware.values.members[0][0].in_features == OBS + 1 and aware.actor.bodies[0][0].in_features == OBS
     obs = torch.randn(1, OBS).expand(3, -1)
     means, q_reward, q_cost = aware.head_values(obs, torch.tensor([0.0, 25.0, 49.0]))
     torch.testing.assert_close(means[0], means[1])  # same state: same head actions at every step

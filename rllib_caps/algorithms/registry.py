@@ -19,8 +19,10 @@ SETTING_ALIASES = {
     "eval_episodes": "evaluation_duration",
     "eval_runners": "evaluation_num_env_runners",
     "thresholds": "evaluation_thresholds",
+    "compile": "torch_compile_learner",
 }
 EVALUATION_SETTINGS = ("evaluation_duration", "evaluation_num_env_runners", "evaluation_thresholds")
+FRAMEWORK_SETTINGS = ("torch_compile_learner",)  # opt-in torch.compile of the learner's forward_train
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,9 @@ def build_config(algo: str, task: str, data: str | Path, *, seed: int = 0, num_l
     entry = get_algorithm(algo)
     given = canonical_settings(settings)
     evaluation = {k: given.pop(k) for k in EVALUATION_SETTINGS if k in given}
+    framework = {k: given.pop(k) for k in FRAMEWORK_SETTINGS if k in given}
     config = (entry.config_class()
+              .framework("torch", **framework)
               .environment(task)
               .offline_data(input_=str(parquet_files(data).resolve()))
               .training(**given)

@@ -60,7 +60,9 @@ def critic_pair_losses(
 
 
 def polyak_update(online: torch.nn.Module, target: torch.nn.Module, tau: float) -> None:
-    """θ' ← τ θ + (1 − τ) θ' for every parameter (in place, no grad)."""
+    """θ' ← τ θ + (1 − τ) θ' for every parameter (in place, no grad; one fused kernel per device on GPUs)."""
+    online_params, target_params = list(online.parameters()), list(target.parameters())
+    if len(online_params) != len(target_params):
+        raise ValueError(f"online and target nets differ: {len(online_params)} vs {len(target_params)} parameters")
     with torch.no_grad():
-        for p, p_target in zip(online.parameters(), target.parameters(), strict=True):
-            p_target.lerp_(p, tau)
+        torch._foreach_lerp_(target_params, online_params, tau)

@@ -42,6 +42,8 @@ class OfflineSafeConfig(AlgorithmConfig):
         hidden: hidden layer sizes of every network.
         tau: Polyak coefficient of the target nets, applied after every gradient step.
         time_limit: "bootstrap", "terminal" or "time_aware" (``rllib_caps.core.time_limit``).
+        fused_critics: evaluate each critic pair (twin Qs, V^r/V^c) as one ensemble, one batched matmul per
+            layer (``rllib_caps.core.nets``): the same functions with fewer kernel launches, for GPUs.
         horizon: episode length T for the budget conversion and time-aware critics (default: the task's).
 
     Evaluation (``.evaluation(...)``) rolls out the policy at each of ``evaluation_thresholds`` (default: the
@@ -55,6 +57,7 @@ class OfflineSafeConfig(AlgorithmConfig):
         self.hidden = [512, 512]
         self.tau = 0.005
         self.time_limit = "bootstrap"
+        self.fused_critics = False
         self.horizon: int | None = None
         self.evaluation_thresholds: list[float] | None = None
         # RLlib settings that differ for offline safe RL.
@@ -76,7 +79,8 @@ class OfflineSafeConfig(AlgorithmConfig):
     @override(AlgorithmConfig)
     def training(self, *, num_gradient_steps: int = NotProvided, updates_per_iteration: int = NotProvided,
                  hidden: list[int] = NotProvided, tau: float = NotProvided, time_limit: str = NotProvided,
-                 horizon: int | None = NotProvided, **kwargs: Any) -> OfflineSafeConfig:
+                 fused_critics: bool = NotProvided, horizon: int | None = NotProvided,
+                 **kwargs: Any) -> OfflineSafeConfig:
         super().training(**kwargs)
         if hidden is not NotProvided and not (hidden and all(isinstance(h, int) and h >= 1 for h in hidden)):
             raise ValueError(f"hidden must be a non-empty list of layer widths >= 1, got {hidden}")
@@ -180,7 +184,8 @@ class OfflineSafeConfig(AlgorithmConfig):
     def _model_config_auto_includes(self) -> dict[str, Any]:
         return super()._model_config_auto_includes | {
             "hidden": list(self.hidden), "gamma": self.gamma, "horizon": self.resolved_horizon,
-            "time_limit": self.time_limit, "task": self.task.name if self.task is not None else None,
+            "time_limit": self.time_limit, "fused_critics": bool(self.fused_critics),
+            "task": self.task.name if self.task is not None else None,
             "seed": self.seed,  # so Ray-free evaluation can derive its episode seeds from the training seed
         }
 

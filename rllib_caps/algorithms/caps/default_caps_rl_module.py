@@ -27,7 +27,7 @@ class DefaultCAPSRLModule(RLModule, InferenceOnlyAPI, TargetNetworkAPI, abc.ABC)
 
     @override(InferenceOnlyAPI)
     def get_non_inference_attributes(self) -> list[str]:
-        return ["vr", "vc", "qr_target", "qc_target"]
+        return ["values", "qr_target", "qc_target"]
 
     @abc.abstractmethod
     def set_cost_threshold(self, threshold: float) -> None:

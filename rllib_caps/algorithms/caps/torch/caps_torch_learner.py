@@ -15,6 +15,12 @@ from rllib_caps.core.torch_learner import OfflineSafeTorchLearner
 BACKBONE_LOSSES = {"iql": caps_iql_losses}
 
 
+def optimizer_groups(module: torch.nn.Module, config: Any) -> dict[str, tuple[torch.nn.Module, float]]:
+    """One Adam per network group: name -> (network, learning rate)."""
+    return {"actor": (module.actor, config.actor_lr), "qr": (module.qr, config.critic_lr),
+            "qc": (module.qc, config.critic_lr), "values": (module.values, config.value_lr)}
+
+
 class CAPSTorchLearner(OfflineSafeTorchLearner):
     """CAPS losses (paper Sec. "IQL Instantiation") on top of the in-memory ``OfflineSafeTorchLearner``.
 
@@ -24,11 +30,7 @@ class CAPSTorchLearner(OfflineSafeTorchLearner):
 
     @override(TorchLearner)
     def configure_optimizers_for_module(self, module_id: ModuleID, config: Any = None) -> None:
-        module = self._module[module_id]
-        groups = {"actor": (module.actor, config.actor_lr), "qr": (module.qr, config.critic_lr),
-                  "qc": (module.qc, config.critic_lr), "vr": (module.vr, config.value_lr),
-                  "vc": (module.vc, config.value_lr)}
-        for name, (net, lr) in groups.items():
+        for name, (net, lr) in optimizer_groups(self._module[module_id], config).items():
             params = self.get_parameters(net)
             self.register_optimizer(module_id=module_id, optimizer_name=name, optimizer=torch.optim.Adam(params),
                                     params=params, lr_or_lr_schedule=lr)

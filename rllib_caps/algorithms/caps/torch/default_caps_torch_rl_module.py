@@ -33,7 +33,7 @@ from rllib_caps.algorithms.caps.keys import (
 from rllib_caps.algorithms.caps.switching import select_heads
 from rllib_caps.core.budget import remaining_budget_threshold
 from rllib_caps.core.keys import COST_SPENT, HEAD, STEP
-from rllib_caps.core.nets import TwinQ, mlp
+from rllib_caps.core.nets import MLPPair, TwinQ, mlp
 from rllib_caps.core.time_limit import remaining_time
 from rllib_caps.data.schema import T
 
@@ -91,11 +91,11 @@ class DefaultCAPSTorchRLModule(TorchRLModule, DefaultCAPSRLModule):
 
         self.actor = MultiHeadActor(obs_dim, act_dim, hidden, self.num_heads, bool(cfg["shared_actor"]),
                                     bool(cfg["learn_std"]))
-        self.qr = TwinQ(critic_obs_dim, act_dim, hidden)
-        self.qc = TwinQ(critic_obs_dim, act_dim, hidden)
+        fused = bool(cfg.get("fused_critics", False))
+        self.qr = TwinQ(critic_obs_dim, act_dim, hidden, fused)
+        self.qc = TwinQ(critic_obs_dim, act_dim, hidden, fused)
         if not self.inference_only:
-            self.vr = mlp(critic_obs_dim, hidden, 1)
-            self.vc = mlp(critic_obs_dim, hidden, 1)
+            self.values = MLPPair(critic_obs_dim, hidden, fused)  # (V^r, V^c)
 
     def critic_input(self, obs: torch.Tensor, step: torch.Tensor | None) -> torch.Tensor:
         """The critics' state input: ``obs``, with the remaining-time fraction appended when time-aware."""
@@ -166,15 +166,13 @@ class DefaultCAPSTorchRLModule(TorchRLModule, DefaultCAPSRLModule):
         next_critic_obs = self.critic_input(batch[Columns.NEXT_OBS], None if step is None else step + 1)
         qr1, qr2 = self.qr(critic_obs, actions)
         qc1, qc2 = self.qc(critic_obs, actions)
+        vr, vc = self.values(critic_obs)
         with torch.no_grad():
             out = self.forward_target(batch)
+            out[VR_PREDS_NEXT], out[VC_PREDS_NEXT] = self.values(next_critic_obs)
         out.update({
             HEAD_MEANS: self.actor(obs),
             HEAD_LOG_STD: self.actor.clamped_log_std(),
-            QR_PREDS: qr1, QR_TWIN_PREDS: qr2, QC_PREDS: qc1, QC_TWIN_PREDS: qc2,
-            VR_PREDS: self.vr(critic_obs).squeeze(-1), VC_PREDS: self.vc(critic_obs).squeeze(-1),
+            QR_PREDS: qr1, QR_TWIN_PREDS: qr2, QC_PREDS: qc1, QC_TWIN_PREDS: qc2, VR_PREDS: vr, VC_PREDS: vc,
         })
-        with torch.no_grad():
-            out[VR_PREDS_NEXT] = self.vr(next_critic_obs).squeeze(-1)
-            out[VC_PREDS_NEXT] = self.vc(next_critic_obs).squeeze(-1)
         return out
