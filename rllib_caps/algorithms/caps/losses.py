@@ -96,11 +96,11 @@ class CAPSLossSettings:
     expectile_reward: float
     expectile_cost: float
     beta: float
-    beta_cost: float | None  # code mode's β of the cost advantage (None: β); paper mode has one β
     max_weight: float
     lambdas: tuple[float, ...]
     implementation: str
     time_limit: str
+    beta_cost: float | None = None  # code mode's β of the cost advantage (None: β); paper mode has one β
 
     @property
     def cost_maximize(self) -> bool:
