@@ -1,4 +1,5 @@
-"""CAPS(SAC+BC) losses against hand-computed values, and gradient isolation on the real module."""
+"""CAPS(SAC+BC): losses against hand-computed values, gradient isolation on the real module, the module's heads and
+temperature, and the sweep YAML choosing the backbone."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from rllib_caps.algorithms.caps.sacbc_losses import (
 from rllib_caps.algorithms.caps.torch.caps_torch_learner import optimizer_groups
 from rllib_caps.algorithms.registry import build_config
 from rllib_caps.data import TransitionDataset
+from rllib_caps.sweeps.trials import trial_config
 
 BUNDLED = Path(__file__).resolve().parents[1] / "datasets" / "BallCircle"
 HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
@@ -151,3 +153,11 @@ def test_module_temperature_heads_and_defaults() -> None:
         module.actor.heads[0].bias[2:] = 100.0  # head 0's log-std output far above the clamp
     assert module.actor.squashed_gaussian(batch["obs"])[1][:, 0].max() == 2.0
     torch.testing.assert_close(module.actor(batch["obs"]), torch.tanh(module.actor.squashed_gaussian(batch["obs"])[0]))
+
+
+def test_sweep_yaml_training_settings_choose_the_backbone() -> None:
+    setup = {"data_root": str(BUNDLED.parent), "overrides": {}, "resources": {"cpus": 1, "gpus": 0},
+             "training": {"backbone": "sacbc", "steps": 10, "hidden": [16, 16], "eval_episodes": 1}}
+    config = trial_config({"task": "BallCircle", "heads": 2, "seed": 0, "setup": setup})
+    config.validate()
+    assert config.backbone == "sacbc" and config.model_config["backbone"] == "sacbc"
