@@ -3,9 +3,10 @@ over a matrix of sizes, in one run (interleaved, so drift on a shared machine hi
 
     python -m rllib_caps.bench                                   # hidden 64, 256, 512 x K 2, 8 on CPU, 1 thread
     python -m rllib_caps.bench --hidden 256 --heads 2 --device cuda --json
+    python -m rllib_caps.bench --backbone sacbc                  # CAPS(SAC+BC) instead of CAPS(IQL)
 
-Both sides use the same ``DefaultCAPSTorchRLModule``, the same ``caps_iql_losses``, one Adam per network group
-and a Polyak step after every gradient step; only the machinery around them differs (RLlib's
+Both sides use the same ``DefaultCAPSTorchRLModule``, the same backbone losses (``BACKBONE_LOSSES``), one Adam per
+network group and a Polyak step after every gradient step; only the machinery around them differs (RLlib's
 ``Learner.update`` with its batch handling, metrics and hooks, amortised over several steps per call, vs a
 bare loop).
 """
@@ -28,8 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from rllib_caps.algorithms.caps.losses import caps_iql_losses
-from rllib_caps.algorithms.caps.torch.caps_torch_learner import optimizer_groups
+from rllib_caps.algorithms.caps.torch.caps_torch_learner import BACKBONE_LOSSES, optimizer_groups
 from rllib_caps.core.losses import polyak_update
 from rllib_caps.data import TransitionDataset, schema
 
@@ -70,8 +70,8 @@ class PlainLoop:
         if initial_state is not None:
             self.module.load_state_dict(initial_state)
         self.module.to(device)
-        self.optimizers = [torch.optim.Adam(net.parameters(), lr=lr)
-                           for net, lr in optimizer_groups(self.module, config).values()]
+        self.optimizers = [torch.optim.Adam(params, lr=lr)
+                           for params, lr in optimizer_groups(self.module, config).values()]
         self.dataset = TransitionDataset.from_parquet(config.input_, device=device)
         self.generator = torch.Generator(device=device).manual_seed(seed)
         self.settings = config.loss_settings()
@@ -81,7 +81,7 @@ class PlainLoop:
     def __call__(self, n: int) -> None:
         for _ in range(n):
             batch = self.dataset.sample(self.config.train_batch_size_per_learner, self.generator)
-            losses = caps_iql_losses(self.forward_train(batch), batch, self.settings)
+            losses = BACKBONE_LOSSES[self.config.backbone](self.forward_train(batch), batch, self.settings)
             for optimizer in self.optimizers:
                 optimizer.zero_grad(set_to_none=True)
             sum(losses.values()).backward()
@@ -117,6 +117,7 @@ def run_matrix(args: argparse.Namespace, data: Path) -> list[dict[str, Any]]:
                 config = build_config("caps", "BallCircle", data, steps=args.steps, heads=heads,
                                       hidden=[hidden] * 2, batch_size=args.batch, eval_episodes=0,
                                       fused_critics=variant == "fused", compile=args.compile,
+                                      backbone=args.backbone,
                                       num_gpus_per_learner=1 if args.device == "cuda" else 0)
                 config.validate()
                 loops[f"rllib_{variant}"] = rllib_learner_step(config)
@@ -141,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m rllib_caps.bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--hidden", type=int, nargs="+", default=[64, 256, 512], help="hidden widths (2 layers)")
     p.add_argument("--heads", type=int, nargs="+", default=[2, 8], help="numbers of heads K")
+    p.add_argument("--backbone", choices=("iql", "sacbc"), default="iql", help="CAPS backbone (default iql)")
     p.add_argument("--batch", type=int, default=256, help="minibatch size")
     p.add_argument("--steps", type=int, default=64, help="gradient steps per measurement")
     p.add_argument("--repetitions", type=int, default=5, help="interleaved measurements per loop")
@@ -162,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
         rows = run_matrix(args, write_synthetic_dataset(Path(tmp), rows=100_000, obs_dim=8, act_dim=2))
     machine = {"machine": f"{platform.machine()} {platform.processor()}".strip(), "cpus": os.cpu_count(),
                "load_average": os.getloadavg(), "torch": torch.__version__, "threads": torch.get_num_threads(),
-               "device": args.device, "compile": args.compile, "steps": args.steps, "repetitions": args.repetitions,
+               "device": args.device, "backbone": args.backbone, "compile": args.compile, "steps": args.steps,
+               "repetitions": args.repetitions,
                "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     if args.json:
         print(json.dumps({"setup": machine, "rows": rows}, indent=1))

@@ -52,6 +52,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--data", required=True, help="converted dataset directory (from data_conversion.dsrl_to_parquet)")
     p.add_argument("--out", required=True, help="checkpoint directory to write (atomically)")
     p.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
+    p.add_argument("--backbone", choices=("iql", "sacbc"),
+                   help="CAPS's offline RL backbone: IQL or SAC+BC (docs/paper.md, Training) [iql]")
     p.add_argument("--heads", type=int, help="number of policy heads K >= 2 [2]")
     p.add_argument("--steps", type=int, help="gradient steps [100000, the paper's]")
     p.add_argument("--implementation", choices=("paper", "code"),
@@ -74,7 +76,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 FLAGS = {"num_heads": "--heads", "num_gradient_steps": "--steps", "train_batch_size_per_learner": "--batch-size",
          "updates_per_iteration": "--updates-per-iteration", "hidden": "--hidden", "time_limit": "--time-limit",
-         "implementation": "--implementation"}
+         "implementation": "--implementation", "backbone": "--backbone"}
 
 
 def flag_message(err: Exception) -> str:
@@ -109,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise ValueError(f"--eval-episodes must be >= 0 (0 skips the evaluation), got {args.eval_episodes}")
             config = build_config(args.algo, spec.name, args.data, seed=args.seed,
                                   num_gpus_per_learner=args.num_gpus, heads=args.heads, steps=args.steps,
-                                  implementation=args.implementation, time_limit=args.time_limit, hidden=args.hidden,
+                                  backbone=args.backbone, implementation=args.implementation,
+                                  time_limit=args.time_limit, hidden=args.hidden,
                                   batch_size=args.batch_size, updates_per_iteration=args.updates_per_iteration,
                                   eval_episodes=args.eval_episodes, eval_runners=args.eval_runners)
             config.validate()

@@ -16,6 +16,7 @@ from rllib_caps.core.rollout import evaluate_policy
 from rllib_caps.data import TransitionDataset
 from rllib_caps.envs.tasks import get_task
 from rllib_caps.evaluate import main as evaluate_main
+from rllib_caps.train import main as train_main
 from rllib_caps.train import train
 
 BUNDLED = Path(__file__).resolve().parents[1] / "datasets" / "BallCircle"
@@ -110,3 +111,20 @@ def test_learning_on_bundled_dataset(ray_session, tmp_path):
     for kappa, cost in zip((10, 20, 40), costs, strict=True):
         assert cost <= kappa, (kappa, costs)
     assert results["thresholds"]["40"]["reward"] > cost_head["thresholds"]["40"]["reward"]
+
+
+def test_sacbc_learns_on_bundled_dataset_safe_at_every_threshold(ray_session, tmp_path):
+    """CAPS(SAC+BC) from the train CLI (short CPU run): the checkpoint records the backbone, CAPSPolicy deploys it,
+    it is safe at every κ and earns more reward than its cost head alone."""
+    task = get_task("BallCircle")
+    assert train_main(["--task", "BallCircle", "--data", str(BUNDLED), "--out", str(tmp_path / "ckpt"),
+                       "--backbone", "sacbc", "--heads", "2", "--steps", "3000", "--hidden", "128", "128",
+                       "--batch-size", "256", "--eval-episodes", "0", "--seed", "0"]) == 0
+    policy = CAPSPolicy.from_checkpoint(tmp_path / "ckpt")
+    assert policy.module.backbone == "sacbc" and policy.module.clamp_cost_q
+    results = evaluate_policy(policy, task, [10, 20, 40], episodes=10, progress=False)
+    cost_head = evaluate_policy(policy, task, [40], episodes=10, fixed_head=1, progress=False)
+    for kappa in (10, 20, 40):
+        score = results["thresholds"][str(kappa)]
+        assert score["cost"] <= kappa, (kappa, score)
+        assert score["reward"] > cost_head["thresholds"]["40"]["reward"], (kappa, score, cost_head)

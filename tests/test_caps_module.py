@@ -21,14 +21,14 @@ OBS, ACT = 6, 2
 
 
 def make_module(num_heads: int = 4, shared: bool = True, inference_only: bool = False, implementation="paper",
-                time_limit: str = "bootstrap"):
+                time_limit: str = "bootstrap", **extra):
     obs_space = gym.spaces.Box(-np.inf, np.inf, (OBS,), np.float32)
     act_space = gym.spaces.Box(-2.0, 2.0, (ACT,), np.float32)
     module = DefaultCAPSTorchRLModule(
         observation_space=obs_space, action_space=act_space, inference_only=inference_only,
         model_config={"hidden": [16, 16], "num_heads": num_heads, "shared_actor": shared,
                       "learn_std": implementation == "paper", "cost_maximize": implementation == "code",
-                      "gamma": 0.99, "horizon": 50, "time_limit": time_limit, "task": None},
+                      "gamma": 0.99, "horizon": 50, "time_limit": time_limit, "task": None, **extra},
     )
     if not inference_only:
         module.make_target_networks()
@@ -54,7 +54,7 @@ def test_learned_std_only_in_paper_mode():
 def test_inference_only_module_keeps_actor_and_q_critics_only():
     module = make_module(inference_only=True)
     assert hasattr(module, "qr") and hasattr(module, "qc") and hasattr(module, "actor")
-    assert not hasattr(module, "vr") and not hasattr(module, "vc")
+    assert not hasattr(module, "values")
     full = make_module()
     state = full.get_state(inference_only=True)
     module.set_state(state)  # must not raise on missing/extra keys
@@ -85,6 +85,30 @@ def test_cost_estimate_is_pessimistic_in_both_sign_conventions():
         obs_k = obs.unsqueeze(1).expand(-1, module.num_heads, -1)
         q1, q2 = module.qc(obs_k, means)
         torch.testing.assert_close(q_cost, torch.max(sign * q1, sign * q2))
+
+
+@pytest.mark.parametrize("backbone", ["iql", "sacbc"])
+def test_clamp_cost_q_makes_no_head_feasible_once_the_budget_is_spent(backbone):
+    """With the clamp (the authors' SAC+BC code) a negative Q^c cannot pass the strict `< 0` of a spent budget, so
+    the min-cost head acts; without it a head whose Q^c estimate is negative still counts as feasible."""
+    torch.manual_seed(0)
+    extra = {"backbone": backbone, "initial_alpha": 0.1}
+    plain, clamped = make_module(**extra), make_module(clamp_cost_q=True, **extra)
+    clamped.load_state_dict(plain.state_dict())
+    with torch.no_grad():  # every Q^c estimate negative
+        for q in (*plain.qc.members, *clamped.qc.members):
+            q[-1].bias.fill_(-5.0)
+    obs, step, spent = torch.randn(16, OBS), torch.zeros(16), torch.full((16,), 10.0)
+    _, _, q_cost = plain.head_values(obs, step)
+    assert (q_cost < 0).all() and (clamped.head_values(obs, step)[2] == 0).all()
+    threshold = remaining_budget_threshold(5.0, spent, step, 50, 0.99)  # κ = 5 already spent: 0
+    _, q_reward, _ = plain.head_values(obs, step)
+    _, heads = plain.switching_actions(obs, spent, step, 5.0)
+    torch.testing.assert_close(heads, q_reward.argmax(-1))  # all "feasible": best Q^r
+    assert (heads != 0).any()  # so the clamped choice below is a different one
+    _, heads = clamped.switching_actions(obs, spent, step, 5.0)
+    torch.testing.assert_close(heads, torch.zeros(16, dtype=torch.long))  # none feasible: argmin of all-0 = head 0
+    assert (threshold == 0).all()
 
 
 def test_cost_budget_connector_accumulates_info_cost_and_counts_steps():

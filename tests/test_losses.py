@@ -297,9 +297,10 @@ def test_caps_iql_losses_code_by_hand() -> None:
     # Cost (−c, maximised): y = [−1 + 0.5 · 2, 0] = [0, 0]; q − y = [2, 0] and [1, 1] → ½ (2 + 1) = 1.5.
     # min target = [1, 0.5] = V → v_loss 0 and A^{−c} = [0, 0].
     want |= {"qc_loss": 1.5, "vc_loss": 0.0}
-    # Actor: w_r = exp(A^r) = [1, e^0.5], w_c = exp(0) = 1; head 1 = w_r + 0.5 w_c, head 2 = w_c.
+    # Actor: w_r = exp(A^r) = [1, e^0.5], w_c = exp(0) = 1; head 1 = w_r + 0.5 w_c, head 2 = w_c; averaged over
+    # the K = 3 heads (the authors' code), where the paper mode sums.
     L, e = HALF_LOG_2PI, math.exp
-    want["actor_loss"] = (L * (1 + e(0.5)) + L * (1.5 + e(0.5) + 0.5) + (0.5 + L) * 2) / 2
+    want["actor_loss"] = (L * (1 + e(0.5)) + L * (1.5 + e(0.5) + 0.5) + (0.5 + L) * 2) / 2 / 3
     for key, value in want.items():
         assert losses[key].item() == pytest.approx(value, rel=1e-6), key
     assert sum(losses.values()).item() == pytest.approx(sum(want.values()), rel=1e-6)

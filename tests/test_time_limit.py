@@ -74,7 +74,7 @@ def test_time_aware_inference_takes_the_step_from_the_connector_column() -> None
 
 def test_config_validates_and_passes_time_limit_to_the_module() -> None:
     config = CAPSConfig().environment("BallCircle").offline_data(input_="datasets/BallCircle")
-    assert config.time_limit == "bootstrap"
+    assert config.time_limit is None and config.resolved_time_limit == "bootstrap"  # paper mode's default
     config.training(time_limit="time_aware")
     config.validate()
     assert config.get_rl_module_spec().model_config["time_limit"] == "time_aware"

@@ -50,13 +50,26 @@ def critic_pair_losses(
       where ``terminateds`` marks the transitions that stop the bootstrap (``rllib_caps.core.time_limit``).
     """
     sign = 1.0 if maximize else -1.0
-    pessimistic_target = torch.min(q1_target, q2_target) if maximize else torch.max(q1_target, q2_target)
-    pessimistic_target = pessimistic_target.detach()
+    pessimistic_target = pessimistic_twin(q1_target, q2_target, maximize=maximize).detach()
     v_loss = expectile_loss(sign * (pessimistic_target - v), expectile)
-    td_target = (signal + gamma * (1.0 - terminateds.float()) * v_next).detach()
-    q_loss = 0.5 * ((q1 - td_target).pow(2).mean() + (q2 - td_target).pow(2).mean())
+    q_loss = twin_td_loss(q1, q2, td_target(signal, terminateds, gamma, v_next))
     advantage = (sign * (pessimistic_target - v)).detach()
     return CriticPairLosses(q_loss=q_loss, v_loss=v_loss, advantage=advantage)
+
+
+def pessimistic_twin(q1: torch.Tensor, q2: torch.Tensor, *, maximize: bool) -> torch.Tensor:
+    """The pessimistic one of two twin estimates: the min for a maximised signal, the max for a minimised one."""
+    return torch.min(q1, q2) if maximize else torch.max(q1, q2)
+
+
+def td_target(signal: torch.Tensor, terminateds: torch.Tensor, gamma: float, next_value: torch.Tensor) -> torch.Tensor:
+    """``signal + γ (1 − terminated) next_value``, detached; ``terminateds`` broadcasts against ``next_value``."""
+    return (signal + gamma * (1.0 - terminateds.float()) * next_value).detach()
+
+
+def twin_td_loss(q1: torch.Tensor, q2: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """½ (MSE(Q_1, y) + MSE(Q_2, y)): both twins regress onto the same (detached) TD target."""
+    return 0.5 * ((q1 - target).pow(2).mean() + (q2 - target).pow(2).mean())
 
 
 def polyak_update(online: torch.nn.Module, target: torch.nn.Module, tau: float) -> None:

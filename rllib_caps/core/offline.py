@@ -129,6 +129,12 @@ class OfflineSafeConfig(AlgorithmConfig):
         return [float(k) for k in self.task.thresholds]
 
     @property
+    def resolved_time_limit(self) -> str:
+        """The time-limit handling in effect; a subclass may derive it from other settings when ``time_limit`` is
+        None."""
+        return self.time_limit
+
+    @property
     def resolved_horizon(self) -> int:
         if self.horizon is not None:
             return int(self.horizon)
@@ -166,7 +172,7 @@ class OfflineSafeConfig(AlgorithmConfig):
         if (self.evaluation_config or {}).get("num_envs_per_env_runner", self.num_envs_per_env_runner) > 1:
             self._value_error("evaluation needs num_envs_per_env_runner = 1: with several envs per runner, "
                               "sample(num_episodes=N) favours short episodes and biases the cost")
-        if self.time_limit not in TIME_LIMITS:
+        if self.resolved_time_limit not in TIME_LIMITS:
             self._value_error(f"time_limit must be one of {TIME_LIMITS}, got {self.time_limit!r}")
         self.resolved_horizon  # noqa: B018  (raises for a custom env without horizon)
 
@@ -184,7 +190,7 @@ class OfflineSafeConfig(AlgorithmConfig):
     def _model_config_auto_includes(self) -> dict[str, Any]:
         return super()._model_config_auto_includes | {
             "hidden": list(self.hidden), "gamma": self.gamma, "horizon": self.resolved_horizon,
-            "time_limit": self.time_limit, "fused_critics": bool(self.fused_critics),
+            "time_limit": self.resolved_time_limit, "fused_critics": bool(self.fused_critics),
             "task": self.task.name if self.task is not None else None,
             "seed": self.seed,  # so Ray-free evaluation can derive its episode seeds from the training seed
         }

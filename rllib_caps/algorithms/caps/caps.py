@@ -20,10 +20,17 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.utils.annotations import override
 
 from rllib_caps.algorithms.caps.losses import CAPSLossSettings, default_lambdas
+from rllib_caps.algorithms.caps.sacbc_losses import SACBCLossSettings
 from rllib_caps.core.offline import OfflineSafeAlgorithm, OfflineSafeConfig
 
 IMPLEMENTATIONS = ("paper", "code")
-BACKBONES = ("iql",)  # the offline RL algorithm under the heads; SAC+BC joins here as a sibling
+# The offline RL algorithm under the heads, with its learning rates (the paper's hyperparameter table) and whether
+# the act-time Q^c is clamped at ≥ 0 (the authors' SAC+BC code does; their IQL code does not).
+BACKBONE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "iql": {"actor_lr": 3e-4, "critic_lr": 3e-4, "clamp_cost_q": False},
+    "sacbc": {"actor_lr": 1e-4, "critic_lr": 1e-3, "clamp_cost_q": True},
+}
+BACKBONES = tuple(BACKBONE_DEFAULTS)
 
 
 class CAPSConfig(OfflineSafeConfig):
@@ -31,17 +38,30 @@ class CAPSConfig(OfflineSafeConfig):
     shared ones (steps, hidden sizes, τ, time limit, evaluation) are documented on ``OfflineSafeConfig``.
 
     CAPS settings (``.training(...)``):
-        backbone: the offline RL algorithm that trains the heads and critics ("iql").
+        backbone: the offline RL algorithm that trains the heads and critics: "iql" (paper Eq. 8-9) or "sacbc"
+            (SAC+BC: squashed-Gaussian heads, a learned temperature α, a BC term; no value nets).
         num_heads: K ≥ 2 policy heads: head 0 maximises reward, head K−1 minimises cost.
         lambdas: the K−2 middle heads' trade-offs λ_k; default λ_k = k / ((K − 1) / 2).
         shared_actor: one shared actor body (paper) or K independent actors (ablation).
-        implementation: "paper" (Eq. 8 weights, learned std, critics on +c) or "code" (the authors'
-            code: summed clipped weights, std fixed at 1, critics on −c); docs/paper.md, choices 1-3.
+        implementation: "paper" or "code" (the authors' code), docs/paper.md "Choices". "code" trains the cost
+            critics on −c and treats time-outs as terminal (``time_limit`` "terminal"); with IQL it also sums
+            separately clipped weights with their own β (``beta_cost``), fixes the std at 1, averages the actor
+            loss over the heads and anneals the actor lr by a cosine over ``ACTOR_LR_COSINE_STEPS`` steps.
+        time_limit: as on ``OfflineSafeConfig``; None (default): "bootstrap" with "paper", "terminal" with
+            "code" (any other value with "code" is refused).
+        clamp_cost_q: clamp the act-time Q^c at ≥ 0 before comparing it with the budget; None (default): the
+            backbone's (on for "sacbc", as the authors' SAC+BC code; off for "iql").
         awr_beta: the advantage temperature β (RLlib's MARWIL/IQL ``beta`` is capped at 1; CAPS uses 3).
+        beta_cost: "code" with IQL only: the cost advantage's β; None (default): ``awr_beta`` (the authors'
+            code has a separate β with the same default 3).
         expectile_reward, expectile_cost: IQL expectiles τ_r, τ_c.
         reward_scale: rewards are multiplied by this in training (costs are not).
-        max_weight: clip of the advantage weights.
-        actor_lr, critic_lr, value_lr: Adam learning rates.
+        max_weight: clip of the advantage weights (IQL).
+        actor_lr, critic_lr: Adam learning rates; None (default): the backbone's (IQL 3e-4 and 3e-4, SAC+BC 1e-4
+            and 1e-3; ``BACKBONE_DEFAULTS``). The SAC+BC temperature uses the actor's.
+        value_lr: Adam learning rate of the IQL value nets.
+        initial_alpha: SAC+BC's initial temperature α (0.1); its target entropy is −|A|.
+        q_weight: SAC+BC's TD3+BC normaliser: the Q term is scaled by q_weight / mean|Q| (2.5).
     """
 
     def __init__(self, algo_class: type | None = None) -> None:
@@ -51,14 +71,19 @@ class CAPSConfig(OfflineSafeConfig):
         self.lambdas: list[float] | None = None
         self.shared_actor = True
         self.implementation = "paper"
+        self.time_limit: str | None = None  # the implementation's: see resolved_time_limit
+        self.clamp_cost_q: bool | None = None
         self.awr_beta = 3.0
+        self.beta_cost: float | None = None
         self.expectile_reward = 0.7
         self.expectile_cost = 0.7
         self.reward_scale = 0.1
         self.max_weight = 100.0
-        self.actor_lr = 3e-4
-        self.critic_lr = 3e-4
+        self.actor_lr: float | None = None
+        self.critic_lr: float | None = None
         self.value_lr = 3e-4
+        self.initial_alpha = 0.1
+        self.q_weight = 2.5
 
     @override(OfflineSafeConfig)
     def training(
@@ -69,14 +94,18 @@ class CAPSConfig(OfflineSafeConfig):
         lambdas: list[float] | None = NotProvided,
         shared_actor: bool = NotProvided,
         implementation: str = NotProvided,
+        clamp_cost_q: bool | None = NotProvided,
         awr_beta: float = NotProvided,
+        beta_cost: float | None = NotProvided,
         expectile_reward: float = NotProvided,
         expectile_cost: float = NotProvided,
         reward_scale: float = NotProvided,
         max_weight: float = NotProvided,
-        actor_lr: float = NotProvided,
-        critic_lr: float = NotProvided,
+        actor_lr: float | None = NotProvided,
+        critic_lr: float | None = NotProvided,
         value_lr: float = NotProvided,
+        initial_alpha: float = NotProvided,
+        q_weight: float = NotProvided,
         **kwargs: Any,
     ) -> CAPSConfig:
         super().training(**kwargs)
@@ -90,27 +119,72 @@ class CAPSConfig(OfflineSafeConfig):
     def resolved_lambdas(self) -> list[float]:
         return list(self.lambdas) if self.lambdas is not None else default_lambdas(self.num_heads)
 
-    def loss_settings(self) -> CAPSLossSettings:
-        """The hyperparameters the pure loss functions take."""
+    @property
+    @override(OfflineSafeConfig)
+    def resolved_time_limit(self) -> str:
+        """``time_limit``, or when None the implementation's: "terminal" for "code" (the authors' done = terminal
+        or time-out), "bootstrap" for "paper" (docs/paper.md, choice 7)."""
+        if self.time_limit is not None:
+            return self.time_limit
+        return "terminal" if self.implementation == "code" else "bootstrap"
+
+    def _backbone_default(self, name: str) -> Any:
+        value = getattr(self, name)
+        return BACKBONE_DEFAULTS[self.backbone][name] if value is None else value
+
+    @property
+    def resolved_actor_lr(self) -> float:
+        return float(self._backbone_default("actor_lr"))
+
+    @property
+    def resolved_critic_lr(self) -> float:
+        return float(self._backbone_default("critic_lr"))
+
+    @property
+    def resolved_clamp_cost_q(self) -> bool:
+        return bool(self._backbone_default("clamp_cost_q"))
+
+    @property
+    def anneal_actor_lr(self) -> bool:
+        """The authors' IQL code anneals the actor lr with a cosine (``CAPSTorchLearner``)."""
+        return self.implementation == "code" and self.backbone == "iql"
+
+    def loss_settings(self) -> CAPSLossSettings | SACBCLossSettings:
+        """The hyperparameters the backbone's pure loss function takes."""
+        if self.backbone == "sacbc":
+            return SACBCLossSettings(
+                gamma=self.gamma, reward_scale=self.reward_scale, lambdas=tuple(self.resolved_lambdas),
+                cost_maximize=self.implementation == "code", time_limit=self.resolved_time_limit,
+                q_weight=self.q_weight,
+            )
         return CAPSLossSettings(
             gamma=self.gamma, reward_scale=self.reward_scale, expectile_reward=self.expectile_reward,
-            expectile_cost=self.expectile_cost, beta=self.awr_beta, max_weight=self.max_weight,
-            lambdas=tuple(self.resolved_lambdas), implementation=self.implementation, time_limit=self.time_limit,
+            expectile_cost=self.expectile_cost, beta=self.awr_beta, beta_cost=self.beta_cost,
+            max_weight=self.max_weight, lambdas=tuple(self.resolved_lambdas), implementation=self.implementation,
+            time_limit=self.resolved_time_limit,
         )
 
     @override(OfflineSafeConfig)
     def validate(self) -> None:
-        super().validate()
-        if self.backbone not in BACKBONES:
+        if self.backbone not in BACKBONES:  # first: the backbone's defaults resolve other settings
             self._value_error(f"backbone must be one of {BACKBONES}, got {self.backbone!r}")
+        super().validate()
         if self.num_heads < 2:
             self._value_error(f"num_heads must be >= 2, got {self.num_heads}")
         if len(self.resolved_lambdas) != self.num_heads - 2:
             self._value_error(f"lambdas needs num_heads - 2 = {self.num_heads - 2} values, got {self.lambdas}")
         if self.implementation not in IMPLEMENTATIONS:
             self._value_error(f"implementation must be one of {IMPLEMENTATIONS}, got {self.implementation!r}")
-        if self.awr_beta <= 0:
-            self._value_error(f"awr_beta must be > 0, got {self.awr_beta}")
+        if self.implementation == "code" and self.time_limit not in (None, "terminal"):
+            self._value_error(f"time_limit {self.time_limit!r} conflicts with implementation 'code', which treats "
+                              "time-outs as terminal like the authors' code: leave time_limit unset (or 'terminal'), "
+                              "or use implementation 'paper'")
+        if self.beta_cost is not None and not (self.implementation == "code" and self.backbone == "iql"):
+            self._value_error(f"beta_cost is only used by implementation 'code' with backbone 'iql' (got "
+                              f"{self.implementation!r}, {self.backbone!r}): the paper's Eq. 8 has one β")
+        for name in ("awr_beta", "beta_cost", "initial_alpha", "q_weight", "actor_lr", "critic_lr", "value_lr"):
+            if getattr(self, name) is not None and not getattr(self, name) > 0:
+                self._value_error(f"{name} must be > 0, got {getattr(self, name)}")
         for name in ("expectile_reward", "expectile_cost"):
             if not 0.0 < getattr(self, name) < 1.0:
                 self._value_error(f"{name} must be in (0, 1), got {getattr(self, name)}")
@@ -121,6 +195,7 @@ class CAPSConfig(OfflineSafeConfig):
         return super()._model_config_auto_includes | {
             "num_heads": self.num_heads, "shared_actor": self.shared_actor,
             "learn_std": self.implementation == "paper", "cost_maximize": self.implementation == "code",
+            "backbone": self.backbone, "clamp_cost_q": self.resolved_clamp_cost_q, "initial_alpha": self.initial_alpha,
         }
 
     @override(OfflineSafeConfig)
@@ -137,7 +212,7 @@ class CAPSConfig(OfflineSafeConfig):
 
 
 class CAPS(OfflineSafeAlgorithm):
-    """CAPS: K policy heads trained by IQL-style advantage weighting, switched at act time by Q^r/Q^c."""
+    """CAPS: K policy heads trained by IQL or SAC+BC (``backbone``), switched at act time by Q^r/Q^c."""
 
     @classmethod
     @override(OfflineSafeAlgorithm)

@@ -17,17 +17,19 @@ class DefaultCAPSRLModule(RLModule, InferenceOnlyAPI, TargetNetworkAPI, abc.ABC)
 
     ``model_config`` keys (filled in by ``CAPSConfig``): ``hidden`` (list of ints), ``num_heads``,
     ``shared_actor``, ``learn_std``, ``cost_maximize`` (True when the cost critics are trained on −c),
+    ``backbone`` ("iql", or "sacbc": squashed-Gaussian heads and a learned temperature ``log_alpha`` starting at
+    ``initial_alpha``, no value nets), ``clamp_cost_q`` (Q^c ≥ 0 at act time),
     ``gamma`` and ``horizon`` (for the switching threshold conversion), ``time_limit`` (with
     ``"time_aware"`` the critics also take (T − t)/T), and ``task`` (the registry name, so a deployed
     checkpoint knows its task).
 
     The inference-only copy (used by EnvRunners) keeps the actor and the online Q critics, which the
-    switching rule needs at act time; value functions and target nets are training-only.
+    switching rule needs at act time; value functions, the temperature and target nets are training-only.
     """
 
     @override(InferenceOnlyAPI)
     def get_non_inference_attributes(self) -> list[str]:
-        return ["values", "qr_target", "qc_target"]
+        return ["values", "log_alpha", "qr_target", "qc_target"]
 
     @abc.abstractmethod
     def set_cost_threshold(self, threshold: float) -> None:

@@ -41,11 +41,13 @@ def head_weights(
     cost_coef: list[float],
     max_weight: float = 100.0,
     mode: str = "paper",
+    beta_cost: float | None = None,
 ) -> torch.Tensor:
     """Advantage weights of the K heads, shape ``(B, K)`` (docs/paper.md, choice 1).
 
     - ``"paper"``: ``w_k = min(exp(β (A^r − λ_k A^c)), max_weight)`` (Eq. 8);
-    - ``"code"``: ``w_r = min(exp(β A^r), max)``, ``w_c = min(exp(β A^{−c}), max)``, ``w_k = w_r + λ_k w_c``.
+    - ``"code"``: ``w_r = min(exp(β A^r), max)``, ``w_c = min(exp(β_c A^{−c}), max)``, ``w_k = w_r + λ_k w_c``,
+      with the cost advantage's own ``beta_cost`` β_c (None: β), as in the authors' code.
 
     Both advantages are goodness-oriented (see module docstring); the coefficients come from
     :func:`head_coefficients`.
@@ -58,7 +60,7 @@ def head_weights(
         return torch.clamp(torch.exp(beta * (r * a_r + c * a_c)), max=max_weight)
     if mode == "code":
         w_r = torch.clamp(torch.exp(beta * a_r), max=max_weight)
-        w_c = torch.clamp(torch.exp(beta * a_c), max=max_weight)
+        w_c = torch.clamp(torch.exp((beta if beta_cost is None else beta_cost) * a_c), max=max_weight)
         return r * w_r + c * w_c
     raise ValueError(f"implementation must be 'paper' or 'code', got {mode!r}")
 
@@ -77,9 +79,11 @@ def gaussian_log_prob(actions: torch.Tensor, mean: torch.Tensor, log_std: torch.
     return dist.log_prob(actions.unsqueeze(1)).sum(-1)
 
 
-def actor_loss(log_probs: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """Advantage-weighted regression for all heads at once: ``−Σ_k E[w_k log π_k(a|s)]`` (Eq. 8)."""
-    return -(weights.detach() * log_probs).mean(0).sum()
+def actor_loss(log_probs: torch.Tensor, weights: torch.Tensor, *, mean_over_heads: bool = False) -> torch.Tensor:
+    """Advantage-weighted regression for all heads at once: ``−Σ_k E[w_k log π_k(a|s)]`` (Eq. 8), or with
+    ``mean_over_heads`` (the authors' code) ``−(1/K) Σ_k E[w_k log π_k(a|s)]``."""
+    per_head = -(weights.detach() * log_probs).mean(0)
+    return per_head.mean() if mean_over_heads else per_head.sum()
 
 
 @dataclass(frozen=True)
@@ -96,10 +100,16 @@ class CAPSLossSettings:
     lambdas: tuple[float, ...]
     implementation: str
     time_limit: str
+    beta_cost: float | None = None  # code mode's β of the cost advantage (None: β); paper mode has one β
 
     @property
     def cost_maximize(self) -> bool:
         """The authors' code trains the cost critics on −c (maximised); the paper on +c (minimised)."""
+        return self.implementation == "code"
+
+    @property
+    def mean_over_heads(self) -> bool:
+        """The authors' code averages the actor loss over the heads; the paper's objective (and "paper") sums."""
         return self.implementation == "code"
 
 
@@ -126,10 +136,11 @@ def caps_iql_losses(fwd_out: dict[str, torch.Tensor], batch: dict[str, torch.Ten
     )
     reward_coef, cost_coef = head_coefficients(list(settings.lambdas))
     weights = head_weights(reward.advantage, cost.advantage, beta=settings.beta, reward_coef=reward_coef,
-                           cost_coef=cost_coef, max_weight=settings.max_weight, mode=settings.implementation)
+                           cost_coef=cost_coef, max_weight=settings.max_weight, mode=settings.implementation,
+                           beta_cost=settings.beta_cost)
     log_probs = gaussian_log_prob(batch[schema.ACTIONS], fwd_out[m.HEAD_MEANS], fwd_out[m.HEAD_LOG_STD])
     return {
-        "actor_loss": actor_loss(log_probs, weights),
+        "actor_loss": actor_loss(log_probs, weights, mean_over_heads=settings.mean_over_heads),
         "qr_loss": reward.q_loss, "vr_loss": reward.v_loss,
         "qc_loss": cost.q_loss, "vc_loss": cost.v_loss,
     }

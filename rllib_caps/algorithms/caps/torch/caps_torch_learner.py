@@ -7,33 +7,50 @@ from typing import Any
 import torch
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.utils.annotations import override
-from ray.rllib.utils.typing import ModuleID, TensorType
+from ray.rllib.utils.typing import ModuleID, ParamDict, StateDict, TensorType
 
 from rllib_caps.algorithms.caps.losses import caps_iql_losses
+from rllib_caps.algorithms.caps.sacbc_losses import caps_sacbc_losses
 from rllib_caps.core.torch_learner import OfflineSafeTorchLearner
 
-BACKBONE_LOSSES = {"iql": caps_iql_losses}
+BACKBONE_LOSSES = {"iql": caps_iql_losses, "sacbc": caps_sacbc_losses}
+ACTOR_LR_COSINE_STEPS = 1_000_000  # the authors' IQL code: CosineAnnealingLR(actor optimiser, T_max = 1e6 steps)
 
 
-def optimizer_groups(module: torch.nn.Module, config: Any) -> dict[str, tuple[torch.nn.Module, float]]:
-    """One Adam per network group: name -> (network, learning rate)."""
-    return {"actor": (module.actor, config.actor_lr), "qr": (module.qr, config.critic_lr),
-            "qc": (module.qc, config.critic_lr), "values": (module.values, config.value_lr)}
+def optimizer_groups(module: torch.nn.Module, config: Any) -> dict[str, tuple[list[torch.nn.Parameter], float]]:
+    """The parameters and Adam learning rate of each optimiser: actor and twin critics for both backbones, plus the
+    value nets (IQL) or the temperature log α (SAC+BC, at the actor's rate)."""
+    groups = {"actor": (module.actor, config.resolved_actor_lr), "qr": (module.qr, config.resolved_critic_lr),
+              "qc": (module.qc, config.resolved_critic_lr)}
+    if config.backbone == "sacbc":
+        return {name: (list(net.parameters()), lr) for name, (net, lr) in groups.items()} | {
+            "alpha": ([module.log_alpha], config.resolved_actor_lr)}
+    groups["values"] = (module.values, config.value_lr)
+    return {name: (list(net.parameters()), lr) for name, (net, lr) in groups.items()}
 
 
 class CAPSTorchLearner(OfflineSafeTorchLearner):
-    """CAPS losses (paper Sec. "IQL Instantiation") on top of the in-memory ``OfflineSafeTorchLearner``.
+    """CAPS losses (paper Sec. "Two CAPS Instantiations") on top of the in-memory ``OfflineSafeTorchLearner``.
 
     The loss terms touch disjoint parameters, so TorchLearner's single backward pass on their sum is
-    exact (RLlib's IQL learner needs one backward per optimiser; this one does not).
+    exact (RLlib's IQL learner needs one backward per optimiser; this one does not). With
+    ``config.anneal_actor_lr`` (IQL, implementation "code") the actor's learning rate follows torch's
+    ``CosineAnnealingLR`` over ``ACTOR_LR_COSINE_STEPS`` gradient steps, stepped after every optimiser step, as in
+    the authors' code; RLlib's own lr scheduler is then not registered for the actor (it would reset the lr).
     """
 
     @override(TorchLearner)
     def configure_optimizers_for_module(self, module_id: ModuleID, config: Any = None) -> None:
-        for name, (net, lr) in optimizer_groups(self._module[module_id], config).items():
-            params = self.get_parameters(net)
-            self.register_optimizer(module_id=module_id, optimizer_name=name, optimizer=torch.optim.Adam(params),
-                                    params=params, lr_or_lr_schedule=lr)
+        module = self._module[module_id]
+        self._actor_lr_schedulers = getattr(self, "_actor_lr_schedulers", {})
+        for name, (params, lr) in optimizer_groups(module, config).items():
+            optimizer = torch.optim.Adam(params, lr=lr)
+            annealed = name == "actor" and config.anneal_actor_lr
+            self.register_optimizer(module_id=module_id, optimizer_name=name, optimizer=optimizer, params=params,
+                                    lr_or_lr_schedule=None if annealed else lr)
+            if annealed:
+                self._actor_lr_schedulers[module_id] = torch.optim.lr_scheduler.CosineAnnealingLR(
+                    optimizer, T_max=ACTOR_LR_COSINE_STEPS)
 
     @override(TorchLearner)
     def compute_loss_for_module(self, *, module_id: ModuleID, config: Any, batch: dict,
@@ -41,3 +58,18 @@ class CAPSTorchLearner(OfflineSafeTorchLearner):
         losses = BACKBONE_LOSSES[config.backbone](fwd_out, batch, config.loss_settings())
         self.record_losses(module_id, losses)
         return sum(losses.values())
+
+    @override(OfflineSafeTorchLearner)
+    def apply_gradients(self, gradients_dict: ParamDict) -> None:
+        super().apply_gradients(gradients_dict)
+        for scheduler in self._actor_lr_schedulers.values():
+            scheduler.step()
+
+    @override(TorchLearner)
+    def set_state(self, state: StateDict) -> None:
+        """Restores the module and optimisers, then puts each cosine schedule at the actor optimiser's step count
+        (the restored lr is already annealed; the schedule continues from there)."""
+        super().set_state(state)
+        for scheduler in self._actor_lr_schedulers.values():
+            steps = [int(s["step"]) for s in scheduler.optimizer.state.values() if "step" in s]
+            scheduler.last_epoch = max(steps, default=0)

@@ -17,10 +17,22 @@ from rllib_caps.algorithms.caps.default_caps_rl_module import DefaultCAPSRLModul
 from rllib_caps.algorithms.caps.keys import (
     HEAD_LOG_STD,
     HEAD_MEANS,
+    LOG_ALPHA,
+    NEXT_LOG_PROBS,
+    PI_ACTIONS,
+    PI_LOG_PROBS,
+    QC_NEXT,
+    QC_NEXT_TWIN,
+    QC_PI,
+    QC_PI_TWIN,
     QC_PREDS,
     QC_TARGET_PREDS,
     QC_TARGET_TWIN_PREDS,
     QC_TWIN_PREDS,
+    QR_NEXT,
+    QR_NEXT_TWIN,
+    QR_PI,
+    QR_PI_TWIN,
     QR_PREDS,
     QR_TARGET_PREDS,
     QR_TARGET_TWIN_PREDS,
@@ -30,6 +42,7 @@ from rllib_caps.algorithms.caps.keys import (
     VR_PREDS,
     VR_PREDS_NEXT,
 )
+from rllib_caps.algorithms.caps.sacbc_losses import SAC_LOG_STD_MAX, SAC_LOG_STD_MIN, squashed_gaussian_sample
 from rllib_caps.algorithms.caps.switching import select_heads
 from rllib_caps.core.budget import remaining_budget_threshold
 from rllib_caps.core.keys import COST_SPENT, HEAD, STEP
@@ -43,28 +56,41 @@ LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 class MultiHeadActor(nn.Module):
     """K Gaussian heads; ``shared=True`` puts them on one body (paper), else K separate actors (ablation).
 
-    Means are tanh-squashed into the normalised action box [-1, 1]; the log-std is one state-independent
-    parameter per head (paper) or fixed at 0 when ``learn_std=False`` (authors' code: std stays 1).
+    Means are tanh-squashed into the normalised action box [-1, 1]. The log-std is
+    - ``std="learned"``: one state-independent parameter per head (CAPS(IQL), paper);
+    - ``std="fixed"``: held at 0 (CAPS(IQL), authors' code: std stays 1);
+    - ``std="state"``: an output of each head, clamped to [−20, 2] (CAPS(SAC+BC): squashed-Gaussian heads).
     """
 
     def __init__(self, obs_dim: int, act_dim: int, hidden: list[int], num_heads: int, shared: bool,
-                 learn_std: bool) -> None:
+                 std: str) -> None:
         super().__init__()
-        self.num_heads, self.act_dim, self.shared = num_heads, act_dim, shared
+        self.num_heads, self.act_dim, self.shared, self.std = num_heads, act_dim, shared, std
         bodies = 1 if shared else num_heads
         self.bodies = nn.ModuleList(mlp(obs_dim, hidden, None) for _ in range(bodies))
-        self.heads = nn.ModuleList(nn.Linear(hidden[-1], act_dim) for _ in range(num_heads))
+        outputs = 2 * act_dim if std == "state" else act_dim
+        self.heads = nn.ModuleList(nn.Linear(hidden[-1], outputs) for _ in range(num_heads))
         log_std = torch.zeros(num_heads, act_dim)
-        if learn_std:
+        if std == "learned":
             self.log_std = nn.Parameter(log_std)
-        else:
+        elif std == "fixed":
             self.register_buffer("log_std", log_std)
+        elif std != "state":
+            raise ValueError(f"std must be 'learned', 'fixed' or 'state', got {std!r}")
+
+    def head_outputs(self, obs: torch.Tensor) -> torch.Tensor:
+        """Every head's raw output, shape ``(B, K, A)`` (``(B, K, 2A)``: means, then log-stds, with ``"state"``)."""
+        features = [body(obs) for body in self.bodies]
+        return torch.stack([head(features[0 if self.shared else k]) for k, head in enumerate(self.heads)], dim=1)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        """Per-head action means, shape ``(B, K, A)``."""
-        features = [body(obs) for body in self.bodies]
-        means = [head(features[0 if self.shared else k]) for k, head in enumerate(self.heads)]
-        return torch.tanh(torch.stack(means, dim=1))
+        """Per-head deterministic actions tanh(μ_k(s)), shape ``(B, K, A)``."""
+        return torch.tanh(self.head_outputs(obs)[..., :self.act_dim])
+
+    def squashed_gaussian(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Pre-squash means and clamped log-stds of the state-dependent heads, each ``(B, K, A)``."""
+        mean, log_std = self.head_outputs(obs).split(self.act_dim, dim=-1)
+        return mean, log_std.clamp(SAC_LOG_STD_MIN, SAC_LOG_STD_MAX)
 
     def clamped_log_std(self) -> torch.Tensor:
         return self.log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
@@ -88,13 +114,20 @@ class DefaultCAPSTorchRLModule(TorchRLModule, DefaultCAPSRLModule):
         # Time-aware critics see (T − t)/T as one more input (rllib_caps.core.time_limit); the actor does not.
         self.time_aware = cfg.get("time_limit", "bootstrap") == "time_aware"
         critic_obs_dim = obs_dim + int(self.time_aware)
+        # Checkpoints record the backbone; those from before SAC+BC are IQL.
+        self.backbone = cfg.get("backbone", "iql")
+        self.clamp_cost_q = bool(cfg.get("clamp_cost_q", False))
 
-        self.actor = MultiHeadActor(obs_dim, act_dim, hidden, self.num_heads, bool(cfg["shared_actor"]),
-                                    bool(cfg["learn_std"]))
+        std = "state" if self.backbone == "sacbc" else "learned" if cfg["learn_std"] else "fixed"
+        self.actor = MultiHeadActor(obs_dim, act_dim, hidden, self.num_heads, bool(cfg["shared_actor"]), std)
         fused = bool(cfg.get("fused_critics", False))
         self.qr = TwinQ(critic_obs_dim, act_dim, hidden, fused)
         self.qc = TwinQ(critic_obs_dim, act_dim, hidden, fused)
-        if not self.inference_only:
+        if self.inference_only:
+            return
+        if self.backbone == "sacbc":  # the shared entropy temperature α, learned in log space
+            self.log_alpha = nn.Parameter(torch.tensor(math.log(float(cfg["initial_alpha"]))))
+        else:
             self.values = MLPPair(critic_obs_dim, hidden, fused)  # (V^r, V^c)
 
     def critic_input(self, obs: torch.Tensor, step: torch.Tensor | None) -> torch.Tensor:
@@ -126,7 +159,8 @@ class DefaultCAPSTorchRLModule(TorchRLModule, DefaultCAPSRLModule):
         """Every head's action with its Q^r (min twin) and pessimistic Q^c in cost units at step ``step``.
 
         Returns ``(means (B, K, A), q_reward (B, K), q_cost (B, K))``; the online critics are used
-        (docs/paper.md, choice 6).
+        (docs/paper.md, choice 6). With ``clamp_cost_q`` (the authors' SAC+BC code) Q^c is clamped at ≥ 0, so no
+        head is feasible once the budget is spent (docs/paper.md, choice 5).
         """
         means = self.actor(obs)
         critic_obs = self.critic_input(obs, step)
@@ -134,6 +168,8 @@ class DefaultCAPSTorchRLModule(TorchRLModule, DefaultCAPSRLModule):
         qr1, qr2 = self.qr(obs_k, means)
         qc1, qc2 = self.qc(obs_k, means)
         q_cost = torch.max(self.cost_sign * qc1, self.cost_sign * qc2)
+        if self.clamp_cost_q:
+            q_cost = q_cost.clamp(min=0.0)
         return means, torch.min(qr1, qr2), q_cost
 
     def switching_actions(self, obs: torch.Tensor, cost_spent: torch.Tensor, step: torch.Tensor,
@@ -166,6 +202,9 @@ class DefaultCAPSTorchRLModule(TorchRLModule, DefaultCAPSRLModule):
         next_critic_obs = self.critic_input(batch[Columns.NEXT_OBS], None if step is None else step + 1)
         qr1, qr2 = self.qr(critic_obs, actions)
         qc1, qc2 = self.qc(critic_obs, actions)
+        if self.backbone == "sacbc":
+            return self._forward_train_sacbc(obs, critic_obs, batch[Columns.NEXT_OBS], next_critic_obs) | {
+                QR_PREDS: qr1, QR_TWIN_PREDS: qr2, QC_PREDS: qc1, QC_TWIN_PREDS: qc2}
         vr, vc = self.values(critic_obs)
         with torch.no_grad():
             out = self.forward_target(batch)
@@ -176,3 +215,30 @@ class DefaultCAPSTorchRLModule(TorchRLModule, DefaultCAPSRLModule):
             QR_PREDS: qr1, QR_TWIN_PREDS: qr2, QC_PREDS: qc1, QC_TWIN_PREDS: qc2, VR_PREDS: vr, VC_PREDS: vc,
         })
         return out
+
+    def _forward_train_sacbc(self, obs: torch.Tensor, critic_obs: torch.Tensor, next_obs: torch.Tensor,
+                             next_critic_obs: torch.Tensor) -> dict[str, Any]:
+        """What ``caps_sacbc_losses`` needs besides the critics at (s, a): every head's reparameterised action at s
+        with the critics evaluated there with frozen parameters (the actor loss must not move them), and every
+        head's next action at s' with its log-density and the target critics (no gradient)."""
+        mean, log_std = self.actor.squashed_gaussian(obs)
+        pi_actions, pi_log_probs = squashed_gaussian_sample(mean, log_std)
+        obs_k = critic_obs.unsqueeze(1).expand(-1, self.num_heads, -1)
+        qr_pi = torch.func.functional_call(self.qr, _frozen(self.qr), (obs_k, pi_actions))
+        qc_pi = torch.func.functional_call(self.qc, _frozen(self.qc), (obs_k, pi_actions))
+        with torch.no_grad():
+            next_actions, next_log_probs = squashed_gaussian_sample(*self.actor.squashed_gaussian(next_obs))
+            next_obs_k = next_critic_obs.unsqueeze(1).expand(-1, self.num_heads, -1)
+            qr_next = self.qr_target(next_obs_k, next_actions)
+            qc_next = self.qc_target(next_obs_k, next_actions)
+        return {
+            PI_ACTIONS: pi_actions, PI_LOG_PROBS: pi_log_probs, NEXT_LOG_PROBS: next_log_probs,
+            LOG_ALPHA: self.log_alpha,
+            QR_PI: qr_pi[0], QR_PI_TWIN: qr_pi[1], QC_PI: qc_pi[0], QC_PI_TWIN: qc_pi[1],
+            QR_NEXT: qr_next[0], QR_NEXT_TWIN: qr_next[1], QC_NEXT: qc_next[0], QC_NEXT_TWIN: qc_next[1],
+        }
+
+
+def _frozen(net: nn.Module) -> dict[str, torch.Tensor]:
+    """``net``'s parameters detached, for ``torch.func.functional_call``: gradients reach its inputs, not it."""
+    return {name: p.detach() for name, p in net.named_parameters()}
