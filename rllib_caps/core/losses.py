@@ -64,3 +64,17 @@ def polyak_update(online: torch.nn.Module, target: torch.nn.Module, tau: float) 
     with torch.no_grad():
         for p, p_target in zip(online.parameters(), target.parameters(), strict=True):
             p_target.lerp_(p, tau)
+
+
+def td_target(signal: torch.Tensor, next_value: torch.Tensor, gamma: float,
+              ends: torch.Tensor | None) -> torch.Tensor:
+    """``signal + γ (1 − end) next_value`` (detached); ``ends=None`` bootstraps everywhere (OSRL's cost targets)."""
+    mask = 1.0 if ends is None else 1.0 - ends.float()
+    return (signal + gamma * mask * next_value).detach()
+
+
+def ensemble_mse(predictions: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Σ over the ensemble's nets of ``E[(Q_i − y)²]``: every net regresses to the same target (OSRL's critic
+    losses). ``predictions`` has shape ``(..., B)``, ``target`` ``(B,)``."""
+    errors = (predictions - target).pow(2)
+    return errors.reshape(-1, errors.shape[-1]).mean(-1).sum()
