@@ -26,11 +26,9 @@ from torch import nn
 
 from rllib_caps.core.cost_limited import CostLimitedConfig
 from rllib_caps.core.keys import HEAD
-from rllib_caps.core.lagrangian import MultiplierState
-from rllib_caps.core.nets import QEnsemble, SquashedGaussianActor
 from rllib_caps.core.smoke import smoke_test
 from rllib_caps.core.torch_learner import OfflineSafeTorchLearner
-from rllib_caps.core.vae import ConditionalVAE
+from rllib_caps.core.vae_actor_critic_nets import add_networks
 
 IMPLEMENTATIONS = ("osrl", "paper")
 
@@ -101,16 +99,18 @@ class VAEActorCriticConfig(CostLimitedConfig):
 
 
 class VAEActorCriticTorchModule(TorchRLModule, InferenceOnlyAPI, TargetNetworkAPI, abc.ABC):
-    """Actor, VAE, reward and cost ``QEnsemble``s of ``CRITIC_GROUPS`` twin pairs, their targets and the
-    multipliers' state (``duals``). ``model_config`` keys (filled by the config): ``hidden``, ``vae_hidden``,
-    ``num_samples``, ``implementation``, ``cost_limit``, ``gamma``, ``horizon``.
+    """The family's networks (``vae_actor_critic_nets.add_networks``): actor, VAE, reward and cost ``QEnsemble``s of
+    ``CRITIC_GROUPS`` twin pairs, the targets of ``TARGETS`` and the multipliers' state (``duals``).
+    ``model_config`` keys (filled by the config): ``hidden``, ``vae_hidden``, ``num_samples``, ``implementation``,
+    ``cost_limit``, ``gamma``, ``horizon``.
 
     The inference-only copy (EnvRunners) keeps the actor alone; it acts with tanh(μ) (OSRL's deterministic
     evaluation). κ is fixed at training time, so ``set_cost_threshold`` only records what evaluation asks for.
     """
 
     framework: str = "torch"
-    CRITIC_GROUPS = 1
+    CRITIC_GROUPS: int  # twin pairs per critic ensemble; set by each algorithm
+    TARGETS: list[str]  # the networks with a Polyak-averaged target copy ``<name>_target``
 
     @override(TorchRLModule)
     def setup(self) -> None:
@@ -121,29 +121,21 @@ class VAEActorCriticTorchModule(TorchRLModule, InferenceOnlyAPI, TargetNetworkAP
         self.num_samples = int(cfg["num_samples"])
         self.osrl = cfg["implementation"] == "osrl"
         self.cost_threshold = float(cfg["cost_limit"])
-        self.actor = SquashedGaussianActor(obs_dim, self.act_dim, hidden)
-        if not self.inference_only:
-            self.vae = ConditionalVAE(obs_dim, self.act_dim, list(cfg["vae_hidden"]))
-            self.qr = QEnsemble(obs_dim, self.act_dim, hidden, self.CRITIC_GROUPS)
-            self.qc = QEnsemble(obs_dim, self.act_dim, hidden, self.CRITIC_GROUPS)
-            self.duals = MultiplierState()
+        add_networks(self, obs_dim=obs_dim, act_dim=self.act_dim, hidden=hidden, vae_hidden=list(cfg["vae_hidden"]),
+                     critic_groups=self.CRITIC_GROUPS, inference_only=self.inference_only)
 
     @override(InferenceOnlyAPI)
     def get_non_inference_attributes(self) -> list[str]:
-        return ["vae", "qr", "qc", "duals"] + [f"{online}_target" for online in self.target_names()]
-
-    def target_names(self) -> list[str]:
-        """The networks with a Polyak-averaged target copy ``<name>_target``."""
-        return ["qr", "qc"]
+        return ["vae", "qr", "qc", "duals"] + [f"{online}_target" for online in self.TARGETS]
 
     @override(TargetNetworkAPI)
     def make_target_networks(self) -> None:
-        for name in self.target_names():
+        for name in self.TARGETS:
             setattr(self, f"{name}_target", make_target_network(getattr(self, name)))
 
     @override(TargetNetworkAPI)
     def get_target_network_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
-        return [(getattr(self, name), getattr(self, f"{name}_target")) for name in self.target_names()]
+        return [(getattr(self, name), getattr(self, f"{name}_target")) for name in self.TARGETS]
 
     @override(TargetNetworkAPI)
     def forward_target(self, batch: dict[str, Any]) -> dict[str, Any]:
