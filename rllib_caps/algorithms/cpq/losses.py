@@ -65,15 +65,17 @@ def cpq_losses(fwd_out: dict[str, torch.Tensor], batch: dict[str, torch.Tensor],
     q_ood = ood_cost(fwd_out[OOD_KL], fwd_out[QC_OOD], s.ood_quantile).mean()
     level = s.ood_cost_scale * s.cost_threshold
     alpha = fwd_out[k.LOG_ALPHA].exp()
+    cost_regression = ensemble_mse(fwd_out[k.QC_DATA], cost_target)
 
     losses = {
         "vae_loss": vae_loss(fwd_out[k.VAE_RECON], batch[schema.ACTIONS], fwd_out[k.VAE_MEAN], fwd_out[k.VAE_STD],
                              s.kl_weight),
         "qr_loss": ensemble_mse(fwd_out[k.Q_DATA], reward_target),
-        "qc_loss": ensemble_mse(fwd_out[k.QC_DATA], cost_target) - alpha * (q_ood - level),
+        "qc_loss": cost_regression - alpha * (q_ood - level),
         "actor_loss": -(feasible(fwd_out[k.QC_PI], s.cost_threshold) * fwd_out[k.Q_PI]).mean(),
     }
-    metrics = {"qc_ood": q_ood.detach(), "alpha": alpha, "qc_pi": fwd_out[k.QC_PI].mean(),
+    metrics = {"qc_regression": cost_regression, "qc_ood": q_ood.detach(), "alpha": alpha,
+               "qc_pi": fwd_out[k.QC_PI].mean(),
                "feasible_fraction": feasible(fwd_out[k.QC_PI], s.cost_threshold).mean(),
                "cost_threshold": torch.as_tensor(s.cost_threshold)}
     state = {k.LOG_ALPHA: dual_log_step(fwd_out[k.LOG_ALPHA], (level - q_ood).detach(), s.alpha_lr)}
