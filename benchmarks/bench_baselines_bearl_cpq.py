@@ -35,12 +35,12 @@ BUNDLED = Path(__file__).resolve().parents[1] / "datasets" / "BallCircle"
 
 
 def build(algo: str, cost_limit: float, seed: int, steps: int, hidden: int, batch: int, eval_episodes: int = 0,
-          device: str = "cpu") -> Any:
+          device: str = "cpu", implementation: str = "osrl") -> Any:
     from rllib_caps.algorithms.registry import build_config
 
     config = build_config(algo, "BallCircle", BUNDLED, seed=seed, cost_limit=cost_limit, steps=steps,
                           hidden=[hidden] * 2, batch_size=batch, eval_episodes=eval_episodes,
-                          num_gpus_per_learner=1 if device == "cuda" else 0)
+                          implementation=implementation, num_gpus_per_learner=1 if device == "cuda" else 0)
     config.validate()
     return config
 
@@ -76,7 +76,8 @@ def speed(args: argparse.Namespace) -> None:
 
 
 def plan(args: argparse.Namespace) -> None:
-    runs = [run_spec(algo, build(algo, kappa, seed, args.steps, args.hidden, args.batch))
+    runs = [run_spec(algo, build(algo, kappa, seed, args.steps, args.hidden, args.batch,
+                                 implementation=args.implementation))
             for algo in args.algos for kappa in args.kappas for seed in args.seeds]
     for run in runs:  # relative to the repository root, so the plan travels with the checkout
         run["data"] = os.path.relpath(run["data"], BUNDLED.parents[1])
@@ -120,15 +121,19 @@ def train_plain(args: argparse.Namespace) -> None:
 
 
 def evaluate(args: argparse.Namespace) -> None:
+    import ray
+
     from rllib_caps.core.keys import RESULTS_KEY
     from rllib_caps.report.stats import mean_ci
 
+    # A Ray of its own: on a shared machine, a plain ray.init() would join another user's running cluster.
+    ray.init(address="local", num_cpus=args.cpus, include_dashboard=False, log_to_driver=False)
     runs = json.loads(Path(args.plan).read_text())
     weights = torch.load(args.weights)
     scores: dict[tuple[str, float], list[tuple[float, float]]] = {}
     for run in runs:
         config = build(run["algo"], run["cost_limit"], run["seed"], run["steps"], run["model"]["hidden"][0],
-                       run["batch_size"], eval_episodes=args.episodes)
+                       run["batch_size"], eval_episodes=args.episodes, implementation=run["model"]["implementation"])
         algo = config.build_algo()
         module = algo.learner_group._learner.module["default_policy"]
         module.load_state_dict(weights[run_name(run)], strict=False)
@@ -166,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     plan_p.add_argument("--kappas", type=float, nargs="+", default=[10.0, 20.0, 40.0], help="cost limits κ")
     plan_p.add_argument("--seeds", type=int, nargs="+", default=[0, 10, 20])
     plan_p.add_argument("--out", required=True, help="the plan's JSON file")
+    plan_p.add_argument("--implementation", choices=("osrl", "paper"), default="osrl")
     train_p = sub.add_parser("train-plain", help="train a plan's runs with the plain loop (no Ray needed)")
     train_p.add_argument("--plan", required=True)
     train_p.add_argument("--out", required=True, help="directory for weights.pt and train_log.json")
@@ -176,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     eval_p.add_argument("--plan", required=True)
     eval_p.add_argument("--weights", required=True, help="weights.pt from train-plain")
     eval_p.add_argument("--episodes", type=int, default=20, help="evaluation episodes per run")
+    eval_p.add_argument("--cpus", type=int, default=2, help="CPUs of the evaluation's own local Ray")
     args = p.parse_args(argv)
     if getattr(args, "device", "cpu") == "cuda" and not torch.cuda.is_available():
         print("error: --device cuda: no CUDA GPU here", file=sys.stderr)
