@@ -119,3 +119,23 @@ def test_cpq_trains_through_the_registry_and_evaluates_at_its_own_kappa(ray_sess
     assert list(evaluation["thresholds"]) == ["20"]
     r = evaluation["thresholds"]["20"]
     assert r["episodes"] == 1 and r["mean_length"] == 200 and math.isfinite(r["normalized_cost"])
+
+
+@pytest.mark.parametrize(("algo", "settings", "message"), [
+    ("cpq", {"implementation": "code"}, "implementation must be one of"),
+    ("cpq", {"ood_quantile": 1.5}, "ood_quantile"),
+    ("bearl", {"mmd_kernel": "cosine"}, "mmd_kernel"),
+    ("bearl", {"pid_gains": (0.1, -1.0, 0.0)}, "pid_gains"),
+    ("bearl", {"vae_hidden": []}, "vae_hidden"),
+])
+def test_bad_settings_name_the_setting(algo: str, settings: dict, message: str) -> None:
+    config = build_config(algo, "BallCircle", BUNDLED, cost_limit=20, steps=10, eval_episodes=0, **settings)
+    with pytest.raises(ValueError, match=message):
+        config.validate()
+
+
+@pytest.mark.parametrize("algo", ["bearl", "cpq"])
+def test_a_cost_limit_is_required(algo: str) -> None:
+    config = build_config(algo, "BallCircle", BUNDLED, steps=10, eval_episodes=0)
+    with pytest.raises(ValueError, match="cost_limit"):
+        config.validate()
