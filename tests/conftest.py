@@ -16,14 +16,15 @@ torch.set_num_threads(1)
 
 @pytest.fixture(scope="session")
 def ray_session():
-    """A local Ray with 2 CPUs and no dashboard, started once (or reused if a test module started one)."""
+    """A new local Ray with 2 CPUs and no dashboard (never another process's cluster), started once (or reused if a
+    test module started one)."""
     import ray
 
     for attempt in range(3):  # a loaded machine sometimes times out while the node starts
         if ray.is_initialized():
             break
         try:
-            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+            ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
         except Exception:
             ray.shutdown()
             if attempt == 2:

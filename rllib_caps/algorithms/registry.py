@@ -52,9 +52,17 @@ def _caps_label(params: Mapping[str, Any]) -> str:
     return label
 
 
+def _cost_limit_label(params: Mapping[str, Any]) -> str:
+    return f"κ={params['cost_limit']:g}" if params.get("cost_limit") is not None else "κ"
+
+
 ALGORITHMS: dict[str, AlgorithmEntry] = {
     "caps": AlgorithmEntry(name="caps", config_path="rllib_caps.algorithms.caps.caps:CAPSConfig",
                            trial_label=_caps_label, searchable=("awr_beta", "lambdas"), threshold_at_deployment=True),
+    "bearl": AlgorithmEntry(name="bearl", config_path="rllib_caps.algorithms.bearl.bearl:BEARLConfig",
+                            trial_label=_cost_limit_label, searchable=(), threshold_at_deployment=False),
+    "cpq": AlgorithmEntry(name="cpq", config_path="rllib_caps.algorithms.cpq.cpq:CPQConfig",
+                          trial_label=_cost_limit_label, searchable=(), threshold_at_deployment=False),
 }
 
 

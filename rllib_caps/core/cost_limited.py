@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 from ray.rllib.algorithms.algorithm_config import NotProvided
 from ray.rllib.utils.annotations import override
 
+from rllib_caps.core.budget import remaining_budget_threshold
 from rllib_caps.core.offline import OfflineSafeConfig
 
 
@@ -50,3 +52,11 @@ class CostLimitedConfig(OfflineSafeConfig):
     @override(OfflineSafeConfig)
     def _model_config_auto_includes(self) -> dict[str, Any]:
         return super()._model_config_auto_includes | {"cost_limit": self.cost_limit}
+
+    @property
+    def discounted_cost_limit(self) -> float:
+        """q̄_c = κ (1 − γ^T) / ((1 − γ) T): κ spread evenly over the T steps and summed with discounting, the scale
+        of a discounted cost critic (docs/baselines.md; ``remaining_budget_threshold`` at t = 0)."""
+        threshold = remaining_budget_threshold(float(self.cost_limit), torch.zeros(1, dtype=torch.float64),
+                                               torch.zeros(1), self.resolved_horizon, self.gamma)
+        return float(threshold[0])

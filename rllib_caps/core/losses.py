@@ -52,7 +52,7 @@ def critic_pair_losses(
     sign = 1.0 if maximize else -1.0
     pessimistic_target = pessimistic_twin(q1_target, q2_target, maximize=maximize).detach()
     v_loss = expectile_loss(sign * (pessimistic_target - v), expectile)
-    q_loss = twin_td_loss(q1, q2, td_target(signal, terminateds, gamma, v_next))
+    q_loss = twin_td_loss(q1, q2, td_target(signal, v_next, gamma, terminateds))
     advantage = (sign * (pessimistic_target - v)).detach()
     return CriticPairLosses(q_loss=q_loss, v_loss=v_loss, advantage=advantage)
 
@@ -60,11 +60,6 @@ def critic_pair_losses(
 def pessimistic_twin(q1: torch.Tensor, q2: torch.Tensor, *, maximize: bool) -> torch.Tensor:
     """The pessimistic one of two twin estimates: the min for a maximised signal, the max for a minimised one."""
     return torch.min(q1, q2) if maximize else torch.max(q1, q2)
-
-
-def td_target(signal: torch.Tensor, terminateds: torch.Tensor, gamma: float, next_value: torch.Tensor) -> torch.Tensor:
-    """``signal + γ (1 − terminated) next_value``, detached; ``terminateds`` broadcasts against ``next_value``."""
-    return (signal + gamma * (1.0 - terminateds.float()) * next_value).detach()
 
 
 def twin_td_loss(q1: torch.Tensor, q2: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -79,3 +74,18 @@ def polyak_update(online: torch.nn.Module, target: torch.nn.Module, tau: float) 
         raise ValueError(f"online and target nets differ: {len(online_params)} vs {len(target_params)} parameters")
     with torch.no_grad():
         torch._foreach_lerp_(target_params, online_params, tau)
+
+
+def td_target(signal: torch.Tensor, next_value: torch.Tensor, gamma: float,
+              ends: torch.Tensor | None) -> torch.Tensor:
+    """``signal + γ (1 − end) next_value`` (detached); ``ends`` broadcasts against ``next_value``; ``ends=None``
+    bootstraps everywhere (OSRL's cost targets)."""
+    mask = 1.0 if ends is None else 1.0 - ends.float()
+    return (signal + gamma * mask * next_value).detach()
+
+
+def ensemble_mse(predictions: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Σ over the ensemble's nets of ``E[(Q_i − y)²]``: every net regresses to the same target (OSRL's critic
+    losses). ``predictions`` has shape ``(..., B)``, ``target`` ``(B,)``."""
+    errors = (predictions - target).pow(2)
+    return errors.reshape(-1, errors.shape[-1]).mean(-1).sum()

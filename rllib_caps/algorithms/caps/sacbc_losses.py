@@ -88,7 +88,7 @@ def per_head_backup_loss(q1: torch.Tensor, q2: torch.Tensor, next_q1: torch.Tens
     next_value = pessimistic_twin(next_q1, next_q2, maximize=maximize)
     if entropy_bonus is not None:
         next_value = next_value + entropy_bonus
-    target = td_target(signal.unsqueeze(-1), terminateds.unsqueeze(-1), gamma, next_value)
+    target = td_target(signal.unsqueeze(-1), next_value, gamma, terminateds.unsqueeze(-1))
     return twin_td_loss(q1.unsqueeze(-1), q2.unsqueeze(-1), target)
 
 

@@ -46,7 +46,7 @@ from rllib_caps.algorithms.caps.sacbc_losses import SAC_LOG_STD_MAX, SAC_LOG_STD
 from rllib_caps.algorithms.caps.switching import select_heads
 from rllib_caps.core.budget import remaining_budget_threshold
 from rllib_caps.core.keys import COST_SPENT, HEAD, STEP
-from rllib_caps.core.nets import MLPPair, TwinQ, mlp
+from rllib_caps.core.nets import MLPPair, TwinQ, frozen_call, mlp
 from rllib_caps.core.time_limit import remaining_time
 from rllib_caps.data.schema import T
 
@@ -224,8 +224,8 @@ class DefaultCAPSTorchRLModule(TorchRLModule, DefaultCAPSRLModule):
         mean, log_std = self.actor.squashed_gaussian(obs)
         pi_actions, pi_log_probs = squashed_gaussian_sample(mean, log_std)
         obs_k = critic_obs.unsqueeze(1).expand(-1, self.num_heads, -1)
-        qr_pi = torch.func.functional_call(self.qr, _frozen(self.qr), (obs_k, pi_actions))
-        qc_pi = torch.func.functional_call(self.qc, _frozen(self.qc), (obs_k, pi_actions))
+        qr_pi = frozen_call(self.qr, obs_k, pi_actions)
+        qc_pi = frozen_call(self.qc, obs_k, pi_actions)
         with torch.no_grad():
             next_actions, next_log_probs = squashed_gaussian_sample(*self.actor.squashed_gaussian(next_obs))
             next_obs_k = next_critic_obs.unsqueeze(1).expand(-1, self.num_heads, -1)
@@ -238,7 +238,3 @@ class DefaultCAPSTorchRLModule(TorchRLModule, DefaultCAPSRLModule):
             QR_NEXT: qr_next[0], QR_NEXT_TWIN: qr_next[1], QC_NEXT: qc_next[0], QC_NEXT_TWIN: qc_next[1],
         }
 
-
-def _frozen(net: nn.Module) -> dict[str, torch.Tensor]:
-    """``net``'s parameters detached, for ``torch.func.functional_call``: gradients reach its inputs, not it."""
-    return {name: p.detach() for name, p in net.named_parameters()}

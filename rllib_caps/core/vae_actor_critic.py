@@ -1,0 +1,187 @@
+"""The family of BEAR-Lag and CPQ: a squashed-Gaussian actor, a conditional VAE behaviour model, reward and cost
+critic ensembles with targets, Lagrange multipliers kept as module buffers, trained for one cost limit κ.
+
+``VAEActorCriticConfig`` holds their shared settings, ``VAEActorCriticTorchModule`` their networks and the
+deterministic act-time forward (tanh μ: a per-threshold agent needs no budget bookkeeping), and
+``VAEActorCriticTorchLearner`` their optimisers and the loop around each algorithm's pure loss function.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from ray.rllib.algorithms.algorithm_config import NotProvided
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.learner.torch.torch_learner import TorchLearner
+from ray.rllib.core.learner.utils import make_target_network
+from ray.rllib.core.rl_module.apis import InferenceOnlyAPI, TargetNetworkAPI
+from ray.rllib.core.rl_module.torch import TorchRLModule
+from ray.rllib.utils.annotations import override
+from ray.rllib.utils.typing import ModuleID, TensorType
+from torch import nn
+
+from rllib_caps.core.cost_limited import CostLimitedConfig
+from rllib_caps.core.keys import HEAD
+from rllib_caps.core.smoke import smoke_test
+from rllib_caps.core.torch_learner import OfflineSafeTorchLearner
+from rllib_caps.core.vae_actor_critic_nets import add_networks
+
+IMPLEMENTATIONS = ("osrl", "paper")
+
+
+class VAEActorCriticConfig(CostLimitedConfig):
+    """Shared settings of BEAR-Lag and CPQ (``.training(...)``); defaults are OSRL's (docs/baselines.md):
+
+        implementation: "osrl" (reproduce OSRL's code, whose numbers the CAPS paper reports) or "paper" (the
+            method as its paper states it); each algorithm's docstring lists what the switch changes.
+        vae_hidden: hidden widths of the VAE's encoder and decoder ([400, 400]).
+        kl_weight: β of the VAE loss MSE + β KL (0.5).
+        num_samples: actions sampled per state (target backups, MMD, OOD probes; 10).
+        reward_scale: rewards are multiplied by this in training (0.1); costs are not.
+        actor_lr, critic_lr, vae_lr, alpha_lr: Adam learning rates, and the step size of the log α dual ascent.
+
+    Also OSRL's: hidden [256, 256] for actor and critics, and ``time_limit="terminal"`` (OSRL's done =
+    terminals OR timeouts masks the reward bootstrap).
+    """
+
+    def __init__(self, algo_class: type | None = None) -> None:
+        super().__init__(algo_class=algo_class)
+        self.hidden = [256, 256]
+        self.time_limit = "terminal"
+        self.implementation = "osrl"
+        self.vae_hidden = [400, 400]
+        self.kl_weight = 0.5
+        self.num_samples = 10
+        self.reward_scale = 0.1
+        self.actor_lr = 1e-3
+        self.critic_lr = 1e-3
+        self.vae_lr = 1e-3
+        self.alpha_lr = 1e-3
+
+    @override(CostLimitedConfig)
+    def training(self, *, implementation: str = NotProvided, vae_hidden: list[int] = NotProvided,
+                 kl_weight: float = NotProvided, num_samples: int = NotProvided, reward_scale: float = NotProvided,
+                 actor_lr: float = NotProvided, critic_lr: float = NotProvided, vae_lr: float = NotProvided,
+                 alpha_lr: float = NotProvided, **kwargs: Any) -> VAEActorCriticConfig:
+        super().training(**kwargs)
+        return self.set_provided(locals())
+
+    @override(CostLimitedConfig)
+    def validate(self) -> None:
+        super().validate()
+        if self.implementation not in IMPLEMENTATIONS:
+            self._value_error(f"implementation must be one of {IMPLEMENTATIONS}, got {self.implementation!r}")
+        if not (self.vae_hidden and all(isinstance(h, int) and h >= 1 for h in self.vae_hidden)):
+            self._value_error(f"vae_hidden must be a non-empty list of layer widths >= 1, got {self.vae_hidden}")
+        if self.num_samples < 1:
+            self._value_error(f"num_samples must be >= 1, got {self.num_samples}")
+        if self.kl_weight < 0:
+            self._value_error(f"kl_weight must be >= 0, got {self.kl_weight}")
+
+    @override(CostLimitedConfig)
+    def apply_smoke_test_limits(self) -> VAEActorCriticConfig:
+        super().apply_smoke_test_limits()
+        if smoke_test():
+            self.vae_hidden = [16, 16]
+        return self
+
+    @property
+    @override(CostLimitedConfig)
+    def _model_config_auto_includes(self) -> dict[str, Any]:
+        return super()._model_config_auto_includes | {
+            "vae_hidden": list(self.vae_hidden), "num_samples": self.num_samples,
+            "implementation": self.implementation,
+        }
+
+
+class VAEActorCriticTorchModule(TorchRLModule, InferenceOnlyAPI, TargetNetworkAPI, abc.ABC):
+    """The family's networks (``vae_actor_critic_nets.add_networks``): actor, VAE, reward and cost ``QEnsemble``s of
+    ``CRITIC_GROUPS`` twin pairs, the targets of ``TARGETS`` and the multipliers' state (``duals``).
+    ``model_config`` keys (filled by the config): ``hidden``, ``vae_hidden``, ``num_samples``, ``implementation``,
+    ``cost_limit``, ``gamma``, ``horizon``.
+
+    The inference-only copy (EnvRunners) keeps the actor alone; it acts with tanh(μ) (OSRL's deterministic
+    evaluation). κ is fixed at training time, so ``set_cost_threshold`` only records what evaluation asks for.
+    """
+
+    framework: str = "torch"
+    CRITIC_GROUPS: int  # twin pairs per critic ensemble; set by each algorithm
+    TARGETS: list[str]  # the networks with a Polyak-averaged target copy ``<name>_target``
+
+    @override(TorchRLModule)
+    def setup(self) -> None:
+        cfg = self.model_config
+        obs_dim = int(math.prod(self.observation_space.shape))
+        self.act_dim = int(math.prod(self.action_space.shape))
+        hidden = list(cfg["hidden"])
+        self.num_samples = int(cfg["num_samples"])
+        self.osrl = cfg["implementation"] == "osrl"
+        self.cost_threshold = float(cfg["cost_limit"])
+        add_networks(self, obs_dim=obs_dim, act_dim=self.act_dim, hidden=hidden, vae_hidden=list(cfg["vae_hidden"]),
+                     critic_groups=self.CRITIC_GROUPS, inference_only=self.inference_only)
+
+    @override(InferenceOnlyAPI)
+    def get_non_inference_attributes(self) -> list[str]:
+        return ["vae", "qr", "qc", "duals"] + [f"{online}_target" for online in self.TARGETS]
+
+    @override(TargetNetworkAPI)
+    def make_target_networks(self) -> None:
+        for name in self.TARGETS:
+            setattr(self, f"{name}_target", make_target_network(getattr(self, name)))
+
+    @override(TargetNetworkAPI)
+    def get_target_network_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
+        return [(getattr(self, name), getattr(self, f"{name}_target")) for name in self.TARGETS]
+
+    @override(TargetNetworkAPI)
+    def forward_target(self, batch: dict[str, Any]) -> dict[str, Any]:
+        return {}  # the algorithms' _forward_train evaluate their targets where the backups need them
+
+    def set_cost_threshold(self, threshold: float) -> None:
+        self.cost_threshold = float(threshold)
+
+    @override(TorchRLModule)
+    def _forward_inference(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
+        obs = batch[Columns.OBS].float()
+        actions = self.actor.deterministic(obs)
+        return {Columns.ACTIONS: actions, HEAD: torch.zeros(obs.shape[0], dtype=torch.long, device=obs.device)}
+
+    @override(TorchRLModule)
+    def _forward_exploration(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
+        return self._forward_inference(batch, **kwargs)  # offline training never explores
+
+
+class VAEActorCriticTorchLearner(OfflineSafeTorchLearner):
+    """One Adam per network (actor, VAE, reward and cost critics) and the algorithm's pure loss function.
+
+    Critics enter the actor's loss with frozen parameters (``core.nets.frozen_call``) and every other cross term
+    is detached, so TorchLearner's single backward pass on the sum gives each network its own loss's gradient.
+    All four networks step at once on this step's batch: the actor sees the critics as they were before this
+    step's critic update, where OSRL updates VAE → critics → actor in sequence (docs/baselines.md). The
+    multipliers' new state is written to the module's buffers.
+    """
+
+    # (fwd_out, batch, settings) -> (losses per optimiser, metrics, new multiplier state); set by each algorithm.
+    LOSS_FUNCTION: Callable[..., tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], dict[str, torch.Tensor]]]
+
+    @override(TorchLearner)
+    def configure_optimizers_for_module(self, module_id: ModuleID, config: Any = None) -> None:
+        module = self._module[module_id]
+        groups = {"actor": (module.actor, config.actor_lr), "vae": (module.vae, config.vae_lr),
+                  "qr": (module.qr, config.critic_lr), "qc": (module.qc, config.critic_lr)}
+        for name, (net, lr) in groups.items():
+            params = self.get_parameters(net)
+            self.register_optimizer(module_id=module_id, optimizer_name=name, optimizer=torch.optim.Adam(params),
+                                    params=params, lr_or_lr_schedule=lr)
+
+    @override(TorchLearner)
+    def compute_loss_for_module(self, *, module_id: ModuleID, config: Any, batch: dict,
+                                fwd_out: dict) -> TensorType:
+        losses, metrics, state = self.LOSS_FUNCTION(fwd_out, batch, config.loss_settings())
+        self._module[module_id].unwrapped().duals.assign(**state)
+        self.record_losses(module_id, losses | metrics)
+        return sum(losses.values())
