@@ -23,16 +23,27 @@ SETTING_ALIASES = {
 EVALUATION_SETTINGS = ("evaluation_duration", "evaluation_num_env_runners", "evaluation_thresholds")
 
 
+COST_LIMIT_AXIS = "cost_limit"  # the sweep axis of per-threshold algorithms: the task's three thresholds
+
+
 @dataclass(frozen=True)
 class AlgorithmEntry:
-    """One algorithm: how to build its config, how to label its trials, what a search may tune, and whether
-    the cost limit κ is chosen at deployment (one policy for every κ) or is a training axis (one per κ)."""
+    """One algorithm: how to build its config, how to label its trials, what a search may tune, whether the
+    cost limit κ is chosen at deployment (one policy for every κ) or at training time, and the sweep's grid
+    axes for it: trial-param names that are also ``build_config`` settings, e.g. ``("heads",)`` for CAPS and
+    ``(COST_LIMIT_AXIS,)`` for an algorithm trained once per κ (the sweep fills in the task's thresholds)."""
 
     name: str
     config_path: str  # "module:ClassName" of its OfflineSafeConfig subclass
     trial_label: Callable[[Mapping[str, Any]], str]  # trial params -> the report's configuration label
     searchable: tuple[str, ...]
     threshold_at_deployment: bool
+    title: str = ""  # the report's column title (default: the name)
+    axes: tuple[str, ...] = ()  # sweep grid axes besides task and seed
+
+    @property
+    def display_name(self) -> str:
+        return self.title or self.name
 
     @property
     def config_class(self) -> type:
@@ -50,9 +61,22 @@ def _caps_label(params: Mapping[str, Any]) -> str:
     return label
 
 
+def fixed_label(label: str) -> Callable[[Mapping[str, Any]], str]:
+    """The trial label of an algorithm whose trials differ only in seed and κ (both averaged in the report)."""
+    return lambda params: label
+
+
 ALGORITHMS: dict[str, AlgorithmEntry] = {
     "caps": AlgorithmEntry(name="caps", config_path="rllib_caps.algorithms.caps.caps:CAPSConfig",
-                           trial_label=_caps_label, searchable=("awr_beta", "lambdas"), threshold_at_deployment=True),
+                           trial_label=_caps_label, searchable=("awr_beta", "lambdas"), threshold_at_deployment=True,
+                           title="CAPS", axes=("heads",)),
+    # BC-All ignores κ in training: one model per seed, evaluated at every threshold (docs/baselines.md).
+    "bc-all": AlgorithmEntry(name="bc-all", config_path="rllib_caps.algorithms.bc.bc:BCConfig",
+                             trial_label=fixed_label("BC-All"), searchable=(), threshold_at_deployment=False,
+                             title="BC-All"),
+    "bc-safe": AlgorithmEntry(name="bc-safe", config_path="rllib_caps.algorithms.bc.bc:BCSafeConfig",
+                              trial_label=fixed_label("BC-Safe"), searchable=(),
+                              threshold_at_deployment=False, title="BC-Safe", axes=(COST_LIMIT_AXIS,)),
 }
 
 
