@@ -104,6 +104,10 @@ def build_config(algo: str, task: str, data: str | Path, *, seed: int = 0, num_l
 
     entry = get_algorithm(algo)
     given = canonical_settings(settings)
+    defaults = entry.config_class()
+    for name in given:
+        if not hasattr(defaults, name):
+            raise ValueError(f"{name} is not a setting of {entry.name} ({type(defaults).__name__})")
     evaluation = {k: given.pop(k) for k in EVALUATION_SETTINGS if k in given}
     config = (entry.config_class()
               .environment(task)

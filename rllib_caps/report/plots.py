@@ -86,10 +86,14 @@ def kappa_curves(rows: Sequence[Row], records: Sequence[TrialRecord],
     evaluations when given, else from the sweep's own evaluation at the task's thresholds."""
     if evaluations is None:
         return {(r.task, r.config): r.per_threshold for r in rows}
+    columns = {(r.task, r.algo, r.label): r.config for r in rows}
     values: dict[tuple[str, str], dict[float, list]] = defaultdict(lambda: defaultdict(list))
     for record in records:
+        if str(record.trial_dir) not in evaluations:  # only κ-at-deployment algorithms are re-evaluated
+            continue
+        column = columns[(record.task, record.algo, record.config)]
         for kappa, result in evaluations[str(record.trial_dir)]["thresholds"].items():
-            values[(record.task, record.config)][float(kappa)].append(
+            values[(record.task, column)][float(kappa)].append(
                 (result["normalized_reward"], result["normalized_cost"]))
     return {key: {k: tuple(np.mean(v, axis=0)) for k, v in sorted(by_kappa.items())}
             for key, by_kappa in values.items()}
