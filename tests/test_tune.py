@@ -19,10 +19,10 @@ from sim_datasets import make_data_root  # tests/sim_datasets.py
 
 from rllib_caps.envs.tasks import get_task
 from rllib_caps.report import MainTable, load_trials, summarize, write_report
+from rllib_caps.sweeps.grid import describe_grid, grid_variants
 from rllib_caps.sweeps.options import SweepError, SweepOptions, load_config_file, resolve_options
 from rllib_caps.sweeps.resources import plan_resources
 from rllib_caps.sweeps.runner import dashboard_message, run_sweep
-from rllib_caps.sweeps.grid import describe_grid, grid_variants
 from rllib_caps.sweeps.trials import (
     constrained_objective,
     dataset_dir,
