@@ -1,6 +1,7 @@
 """Train one offline safe RL run and save its checkpoint.
 
     python -m rllib_caps.train --task T --data DIR --out CKPT
+    python -m rllib_caps.train --algo bc-safe --cost-limit 20 --task T --data DIR --out CKPT
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from rllib_caps.algorithms.registry import ALGORITHMS, build_config
+from rllib_caps.algorithms.registry import ALGORITHMS, COST_LIMIT_AXIS, build_config, get_algorithm
 from rllib_caps.core.atomic import OutputExistsError, OutputNotWritableError, atomic_directory
 from rllib_caps.core.console import divert_library_notices
 from rllib_caps.core.keys import RESULTS_KEY, TIME_LIMITS
@@ -43,9 +44,10 @@ def train(config: Any, *, progress: bool = True) -> tuple[Any, dict[str, Any]]:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m rllib_caps.train",
-        description="Train an offline safe RL algorithm (default CAPS) on one converted dataset, evaluate it at "
-                    "the task's cost thresholds on the real simulator, and save an RLlib checkpoint. Settings "
-                    "left out keep the algorithm config's defaults (the paper's hyperparameters).",
+        description="Train an offline safe RL algorithm (default CAPS; or a baseline, e.g. --algo bc-safe "
+                    "--cost-limit 20) on one converted dataset, evaluate it at the task's cost thresholds (or at its "
+                    "own --cost-limit) on the real simulator, and save an RLlib checkpoint. Settings left out keep "
+                    "the algorithm config's defaults (the paper's or OSRL's hyperparameters).",
     )
     p.add_argument("--algo", default="caps", choices=sorted(ALGORITHMS), help="algorithm (default caps)")
     p.add_argument("--task", required=True, help="task short name or DSRL id, e.g. BallCircle")
@@ -54,7 +56,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
     p.add_argument("--backbone", choices=("iql", "sacbc"),
                    help="CAPS's offline RL backbone: IQL or SAC+BC (docs/paper.md, Training) [iql]")
-    p.add_argument("--heads", type=int, help="number of policy heads K >= 2 [2]")
+    p.add_argument("--cost-limit", type=float,
+                   help="κ for the algorithms trained for one cost limit (required by bc-safe, bearl, cpq; "
+                        "bc-all without it is evaluated at every threshold of the task); CAPS takes κ at deployment")
+    p.add_argument("--heads", type=int, help="CAPS: number of policy heads K >= 2 [2]")
     p.add_argument("--steps", type=int, help="gradient steps [100000, the paper's]")
     p.add_argument("--implementation", choices=("paper", "code"),
                    help="the paper's equations or the authors' code behaviour (docs/paper.md) [paper]")
@@ -76,7 +81,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 FLAGS = {"num_heads": "--heads", "num_gradient_steps": "--steps", "train_batch_size_per_learner": "--batch-size",
          "updates_per_iteration": "--updates-per-iteration", "hidden": "--hidden", "time_limit": "--time-limit",
-         "implementation": "--implementation", "backbone": "--backbone"}
+         "implementation": "--implementation", "backbone": "--backbone", "cost_limit": "--cost-limit"}
 
 
 def flag_message(err: Exception) -> str:
@@ -107,9 +112,12 @@ def main(argv: list[str] | None = None) -> int:
             check_dataset(args.data, task=spec.name, obs_dim=spec.obs_dim, act_dim=spec.act_dim,
                           allow_task_mismatch=args.allow_task_mismatch)
             check_gpus(args.num_gpus)
+            if args.cost_limit is None and COST_LIMIT_AXIS in get_algorithm(args.algo).axes:
+                raise ValueError(f"--cost-limit is required: {args.algo} is trained for one cost limit κ (the "
+                                 f"paper trains one per threshold of {spec.name}: {spec.thresholds})")
             if args.eval_episodes is not None and args.eval_episodes < 0:
                 raise ValueError(f"--eval-episodes must be >= 0 (0 skips the evaluation), got {args.eval_episodes}")
-            config = build_config(args.algo, spec.name, args.data, seed=args.seed,
+            config = build_config(args.algo, spec.name, args.data, seed=args.seed, cost_limit=args.cost_limit,
                                   num_gpus_per_learner=args.num_gpus, heads=args.heads, steps=args.steps,
                                   backbone=args.backbone, implementation=args.implementation,
                                   time_limit=args.time_limit, hidden=args.hidden,

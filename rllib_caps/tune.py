@@ -1,6 +1,8 @@
-"""Sweep offline safe RL (CAPS) over tasks × seeds × K on Ray Tune, then print the paper's table.
+"""Sweep offline safe RL (CAPS and the baselines) over algorithms × tasks × seeds × (K or κ) on Ray Tune, then
+print the paper's table.
 
     python -m rllib_caps.tune --config tune_configs/quickstart.yaml
+    python -m rllib_caps.tune --algos caps bc-all bc-safe --tasks BallCircle --seeds 0 10 20 --dry-run
     python -m rllib_caps.tune --tasks bullet --seeds 0 10 20 --heads 2 4 8 --config tune_configs/paper.yaml
     python -m rllib_caps.tune --config tune_configs/paper.yaml --name paper --resume   # after an interruption
     python -m rllib_caps.tune --search optuna --config tune_configs/optuna.yaml --tasks BallCircle
@@ -16,10 +18,12 @@ import logging
 import sys
 from pathlib import Path
 
+from rllib_caps.algorithms.registry import ALGORITHMS
 from rllib_caps.core.console import divert_library_notices
 from rllib_caps.core.keys import TIME_LIMITS
 from rllib_caps.envs import SUITES
 from rllib_caps.report.records import REPORT_DIR, load_trials
+from rllib_caps.sweeps.grid import describe_grid
 from rllib_caps.sweeps.options import SweepError, SweepOptions, resolve_options
 from rllib_caps.sweeps.runner import check_experiment_dir, run_sweep, start_ray
 
@@ -37,10 +41,13 @@ def finished_experiment(path: Path) -> bool:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m rllib_caps.tune",
-        description="Train and evaluate CAPS on Ray Tune: one trial per task × seed × K (grid), or an Optuna "
-                    "search over β and the middle heads' λ (--search optuna). Each trial evaluates the switching "
-                    "policy at its task's three cost thresholds; at the end the paper's table (normalised reward "
-                    "and cost, safe marks, suite averages) is printed and written next to the trials.",
+        description="Train and evaluate CAPS and the baselines on Ray Tune: one trial per algorithm × task × seed × "
+                    "its axis (grid): K for CAPS, whose one policy is evaluated at the task's three cost thresholds; "
+                    "κ for the baselines trained once per threshold (bc-safe, bearl, cpq), each evaluated at its own "
+                    "κ; bc-all trains once and is evaluated at every κ. Or an Optuna search over CAPS's β and the "
+                    "middle heads' λ (--search optuna). At the end the paper's table (normalised reward and cost per "
+                    "algorithm, mean ± 95% CI over seeds, safe marks, suite averages, safe counts) is printed and "
+                    "written next to the trials.",
         epilog="Every option can also be set in the --config YAML under its long name with underscores "
                "(e.g. data_root: datasets); flags on the command line win. The YAML's `training` mapping "
                "holds rllib_caps.algorithms.registry.build_config arguments and CAPSConfig settings (steps, hidden, "
@@ -51,11 +58,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     d = SweepOptions()  # the defaults, shown in [brackets]
     g = p.add_argument_group("what to run")
     g.add_argument("--config", help="sweep YAML, e.g. tune_configs/quickstart.yaml (default name: its stem)")
+    g.add_argument("--algos", nargs="+", choices=sorted(ALGORITHMS), metavar="ALGO",
+                   help=f"algorithms, from {', '.join(ALGORITHMS)} [{' '.join(d.algos)}]")
     g.add_argument("--tasks", help="'all', a suite (" + ", ".join(SUITES) + ") or a comma list of tasks "
                    f"[{d.tasks}]")
     g.add_argument("--seeds", type=int, nargs="+", help=f"training seeds [{' '.join(map(str, d.seeds))}]")
     g.add_argument("--heads", type=int, nargs="+",
-                   help=f"numbers of policy heads K, e.g. 2 4 8 [{' '.join(map(str, d.heads))}]")
+                   help=f"CAPS's numbers of policy heads K, e.g. 2 4 8 [{' '.join(map(str, d.heads))}]")
     g.add_argument("--data-root", help=f"directory with one converted dataset per task, ROOT/<Task>/ [{d.data_root}]")
     g.add_argument("--steps", type=int, help="gradient steps per trial (overrides training.steps)")
     g.add_argument("--time-limit", choices=TIME_LIMITS, help="how the critics treat time-outs (overrides "
@@ -63,6 +72,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     g.add_argument("--eval-episodes", type=int, help="evaluation episodes per threshold (overrides training)")
     g.add_argument("--eval-runners", type=int, help="remote evaluation EnvRunners per trial, 0: in the trial "
                    "process (overrides training.eval_runners)")
+    g.add_argument("--dry-run", action="store_true", default=None,
+                   help="print the planned grid (algorithms × tasks × seeds × K or κ) and its trial count; run nothing")
     g = p.add_argument_group("where results go")
     g.add_argument("--storage", help=f"results directory [{d.storage}]")
     g.add_argument("--name", help=f"experiment name: results in STORAGE/NAME [the --config stem, else {d.name}]")
@@ -96,7 +107,12 @@ def main(argv: list[str] | None = None) -> int:
     divert_library_notices()
     try:
         options = resolve_options(args)
-        options.task_specs()
+        tasks = options.task_specs()
+        if options.search and options.algos != ["caps"]:
+            raise SweepError(f"--search {options.search} tunes CAPS only; got --algos {' '.join(options.algos)}")
+        if options.dry_run:
+            print(describe_grid(options, tasks))
+            return 0
         if not options.resume and finished_experiment(options.experiment_dir):
             print(f"{options.experiment_dir} already holds this finished sweep; its report is in "
                   f"{options.experiment_dir / REPORT_DIR}. Nothing to do (pass --name to start another).")

@@ -117,3 +117,42 @@ def test_cost_limit_configurations_follow_the_paper() -> None:
     assert "| {5, 10} | 1 / 4 |" in format_cost_limits(table, "md")
     assert '"{10, 20}",K=2,3,4' in format_cost_limits(table, "csv")
     assert r"\{5, 10\} & 1 / 4 \\" in format_cost_limits(table, "tex")
+
+
+def _record(algo: str, seed: int, scores: dict[str, tuple[float, float]], cost_limit: float | None = None,
+            heads: int | None = None):
+    from rllib_caps.report.records import TrialRecord
+
+    thresholds = {k: {"normalized_reward": r, "normalized_cost": c, "head_usage": {"0": 1.0}}
+                  for k, (r, c) in scores.items()}
+    mean = {"normalized_reward": sum(r for r, _ in scores.values()) / len(scores),
+            "normalized_cost": sum(c for _, c in scores.values()) / len(scores)}
+    return TrialRecord(algo=algo, task="BallCircle", heads=heads, seed=seed, search={},
+                       evaluation={"thresholds": thresholds, "mean": mean},
+                       trial_dir=Path(f"/x/{algo}_{seed}_{cost_limit}"), checkpoint=None, cost_limit=cost_limit)
+
+
+def test_main_table_puts_algorithms_side_by_side_and_merges_per_kappa_trials_per_seed() -> None:
+    """BC-Safe's three per-κ trials of one seed are one seed result (the mean over κ); CI over seeds by
+    mean_ci; CAPS's column keeps its K label behind the algorithm's title."""
+    records = [_record("caps", s, {"10": (0.5 + d, 0.5), "20": (0.6 + d, 0.4), "40": (0.7 + d, 0.3)}, heads=2)
+               for s, d in ((0, 0.0), (10, 0.1), (20, 0.2))]
+    for seed, d in ((0, 0.0), (10, 0.3), (20, 0.6)):
+        for kappa, (r, c) in {"10": (0.1, 0.9 + d), "20": (0.2, 0.6 + d), "40": (0.3, 0.3 + d)}.items():
+            records.append(_record("bc-safe", seed, {kappa: (r, c)}, cost_limit=float(kappa)))
+    table = MainTable(summarize(records))
+    assert table.configs == ["CAPS K=2", "BC-Safe"]
+    caps, bc = table.cell("BallCircle", "CAPS K=2"), table.cell("BallCircle", "BC-Safe")
+    assert bc.seeds == (0, 10, 20) and bc.per_threshold[20.0] == pytest.approx((0.2, 0.9))
+    assert [p[1] for p in bc.seed_points] == pytest.approx([0.6, 0.9, 1.2])  # each seed: the mean over its κ
+    assert (bc.normalized_reward, bc.normalized_cost) == pytest.approx((0.2, 0.9))
+    assert bc.cost_ci == pytest.approx(4.302653 * 0.3 / 3 ** 0.5, rel=1e-5)  # t_{0.975, 2} · s / √n
+    assert caps.reward_ci == pytest.approx(4.302653 * 0.1 / 3 ** 0.5, rel=1e-5)
+    assert caps.best_safe and not bc.best_safe  # both safe on average, CAPS has the higher reward
+    markdown = format_markdown(table, ci=True)
+    assert "| BallCircle | **0.70 ± 0.25** | **0.40 ± 0.00** | 0.20 ± 0.00 | 0.90 ± 0.75 |" in markdown
+    assert "| safe tasks | 1 / 1 |  | 1 / 1 |  |" in markdown
+    assert "95% Student-t confidence interval" in markdown and "per-κ trials" in markdown
+    assert r"0.70$\pm$0.25" in format_latex(table, ci=True)
+    with pytest.raises(ReportError, match="two trials of one seed evaluated κ=10"):
+        summarize([*records, _record("bc-safe", 0, {"10": (0.0, 0.0)}, cost_limit=10.0)])

@@ -19,10 +19,19 @@ from sim_datasets import make_data_root  # tests/sim_datasets.py
 
 from rllib_caps.envs.tasks import get_task
 from rllib_caps.report import MainTable, load_trials, summarize, write_report
+from rllib_caps.sweeps.grid import describe_grid, grid_variants
 from rllib_caps.sweeps.options import SweepError, SweepOptions, load_config_file, resolve_options
 from rllib_caps.sweeps.resources import plan_resources
 from rllib_caps.sweeps.runner import dashboard_message, run_sweep
-from rllib_caps.sweeps.trials import constrained_objective, dataset_dir, trial_settings
+from rllib_caps.sweeps.trials import (
+    constrained_objective,
+    dataset_dir,
+    settings_for,
+    trial_config,
+    trial_name,
+    trial_settings,
+    unknown_settings,
+)
 from rllib_caps.tune import main, parse_args
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -145,6 +154,46 @@ def test_constrained_objective_ranks_every_safe_result_above_every_unsafe_one() 
     assert constrained_objective(-5.0, 0.0) > constrained_objective(1.0, 1.0001)
 
 
+def test_grid_gives_caps_its_heads_and_per_threshold_algorithms_the_tasks_thresholds() -> None:
+    options = SweepOptions(algos=["caps", "bc-all", "bc-safe"], tasks="BallCircle,PointGoal1", heads=[2, 4])
+    variants = grid_variants(options, options.task_specs())
+    assert [v for v in variants if v["algo"] == "bc-safe"] == [
+        {"algo": "bc-safe", "task": "BallCircle", "cost_limit": k} for k in (10.0, 20.0, 40.0)] + [
+        {"algo": "bc-safe", "task": "PointGoal1", "cost_limit": k} for k in (20.0, 40.0, 80.0)]
+    assert [v for v in variants if v["algo"] == "bc-all"] == [{"algo": "bc-all", "task": "BallCircle"},
+                                                              {"algo": "bc-all", "task": "PointGoal1"}]
+    assert {v["heads"] for v in variants if v["algo"] == "caps"} == {2, 4}
+    text = describe_grid(options, options.task_specs())
+    assert "total: 36 trials" in text  # (2 tasks × 2 K + 2 tasks + 2 tasks × 3 κ) × 3 seeds
+    assert "BC-Safe       18 trials" in text and "κ BallCircle {10, 20, 40}, PointGoal1 {20, 40, 80}" in text
+    setup = {"data_root": str(ROOT / "datasets"), "training": {"steps": 20, "awr_beta": 2.0}, "overrides": {},
+             "resources": {"cpus": 1.0, "gpus": 0.0}}
+    trial = {"variant": {"algo": "bc-safe", "task": "BallCircle", "cost_limit": 20.0}, "seed": 10, "setup": setup}
+    config = trial_config(trial)  # awr_beta is CAPS's: not passed to BC-Safe
+    assert (config.cost_limit, config.thresholds, config.seed, config.num_gradient_steps) == (20.0, [20.0], 10, 20)
+    assert trial_name(trial, "x_00001") == "bc-safe_BallCircle_kappa20_seed10_x_00001"
+    caps = {"variant": {"algo": "caps", "task": "BallCircle", "heads": 4}, "seed": 0, "setup": setup}
+    assert trial_config(caps).awr_beta == 2.0 and trial_name(caps, "y") == "BallCircle_K4_seed0_y"
+    assert settings_for("bc-safe", {"awr_beta": 1, "steps": 5, "eval_episodes": 2}) == {"steps": 5,
+                                                                                         "eval_episodes": 2}
+    assert unknown_settings(["caps", "bc-safe"], {"awr_beta": 1, "stpes": 5}) == ["stpes"]
+    assert unknown_settings(["bc-safe"], {"awr_beta": 1}) == ["awr_beta"]
+
+
+def test_dry_run_prints_the_grid_without_starting_ray(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    config = tmp_path / "algos.yaml"
+    config.write_text("algos: [caps, bc-safe]\ntasks: BallCircle\nseeds: [0, 10, 20]\n")
+    assert main(["--config", str(config), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "algorithms caps bc-safe × 1 task(s) × 3 seed(s)" in out and "total: 12 trials" in out
+    assert not (tmp_path / "results").exists()
+    assert main(["--algos", "caps", "bc-safe", "--search", "optuna", "--dry-run"]) == 2
+    assert "tunes CAPS only" in capsys.readouterr().err
+    config.write_text("algos: [caps, bc-sfae]\n")
+    with pytest.raises(SweepError, match="unknown algorithm 'bc-sfae'"):
+        resolve_options(parse_args(["--config", str(config)]))
+
+
 # ------------------------------------------------------------------------------------------------ slow
 
 @pytest.fixture(scope="module")
@@ -177,6 +226,30 @@ def test_sweep_over_two_tasks_and_two_seeds_reports_every_row(ray_address: str, 
     assert "safe tasks" in report.markdown
     with pytest.raises(SweepError, match="already exists: continue it with --resume"):
         run_sweep(options)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_two_algorithm_sweep_reports_both_columns(ray_address: str, tmp_path: Path) -> None:
+    """CAPS (one trial, evaluated at κ 10/20/40) and BC-Safe (one trial per κ) in one Tune experiment on the
+    bundled BallCircle; the report has a column per algorithm, BC-Safe's seed merging its three κ."""
+    options = SweepOptions(algos=["caps", "bc-safe"], tasks="BallCircle", seeds=[0], data_root=str(ROOT / "datasets"),
+                           storage=str(tmp_path), name="two", training=TINY_TRAINING, cpus_per_trial=1.0)
+    experiment = run_sweep(options)
+    records, unfinished = load_trials(experiment)
+    assert unfinished == []
+    assert sorted((r.algo, r.cost_limit) for r in records) == [("bc-safe", 10.0), ("bc-safe", 20.0),
+                                                               ("bc-safe", 40.0), ("caps", None)]
+    for r in records:
+        expected = ["10", "20", "40"] if r.algo == "caps" else [f"{r.cost_limit:g}"]  # each at its own κ
+        assert sorted(r.evaluation["thresholds"], key=float) == expected
+    table = MainTable(summarize(records))
+    assert table.configs == ["CAPS K=2", "BC-Safe"]
+    bc_safe = table.cell("BallCircle", "BC-Safe")
+    assert list(bc_safe.per_threshold) == [10.0, 20.0, 40.0] and bc_safe.seeds == (0,)
+    report = write_report(experiment)
+    assert "CAPS K=2 reward ↑" in report.markdown and "BC-Safe reward ↑" in report.markdown
+    assert "| safe tasks |" in report.markdown
 
 
 def _terminated_trials(experiment: Path) -> set[str]:

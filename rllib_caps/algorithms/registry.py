@@ -25,16 +25,27 @@ EVALUATION_SETTINGS = ("evaluation_duration", "evaluation_num_env_runners", "eva
 FRAMEWORK_SETTINGS = ("torch_compile_learner",)  # opt-in torch.compile of the learner's forward_train
 
 
+COST_LIMIT_AXIS = "cost_limit"  # the sweep axis of per-threshold algorithms: the task's three thresholds
+
+
 @dataclass(frozen=True)
 class AlgorithmEntry:
-    """One algorithm: how to build its config, how to label its trials, what a search may tune, and whether
-    the cost limit κ is chosen at deployment (one policy for every κ) or is a training axis (one per κ)."""
+    """One algorithm: how to build its config, how to label its trials, what a search may tune, whether the
+    cost limit κ is chosen at deployment (one policy for every κ) or at training time, and the sweep's grid
+    axes for it: trial-param names that are also ``build_config`` settings, e.g. ``("heads",)`` for CAPS and
+    ``(COST_LIMIT_AXIS,)`` for an algorithm trained once per κ (the sweep fills in the task's thresholds)."""
 
     name: str
     config_path: str  # "module:ClassName" of its OfflineSafeConfig subclass
     trial_label: Callable[[Mapping[str, Any]], str]  # trial params -> the report's configuration label
     searchable: tuple[str, ...]
     threshold_at_deployment: bool
+    title: str = ""  # the report's column title (default: the name)
+    axes: tuple[str, ...] = ()  # sweep grid axes besides task and seed
+
+    @property
+    def display_name(self) -> str:
+        return self.title or self.name
 
     @property
     def config_class(self) -> type:
@@ -52,17 +63,28 @@ def _caps_label(params: Mapping[str, Any]) -> str:
     return label
 
 
-def _cost_limit_label(params: Mapping[str, Any]) -> str:
-    return f"κ={params['cost_limit']:g}" if params.get("cost_limit") is not None else "κ"
+def fixed_label(label: str) -> Callable[[Mapping[str, Any]], str]:
+    """The trial label of an algorithm whose trials differ only in seed and κ (both averaged in the report)."""
+    return lambda params: label
 
 
 ALGORITHMS: dict[str, AlgorithmEntry] = {
     "caps": AlgorithmEntry(name="caps", config_path="rllib_caps.algorithms.caps.caps:CAPSConfig",
-                           trial_label=_caps_label, searchable=("awr_beta", "lambdas"), threshold_at_deployment=True),
+                           trial_label=_caps_label, searchable=("awr_beta", "lambdas"), threshold_at_deployment=True,
+                           title="CAPS", axes=("heads",)),
+    # BC-All ignores κ in training: one model per seed, evaluated at every threshold (docs/baselines.md).
+    "bc-all": AlgorithmEntry(name="bc-all", config_path="rllib_caps.algorithms.bc.bc:BCConfig",
+                             trial_label=fixed_label("BC-All"), searchable=(), threshold_at_deployment=False,
+                             title="BC-All"),
+    "bc-safe": AlgorithmEntry(name="bc-safe", config_path="rllib_caps.algorithms.bc.bc:BCSafeConfig",
+                              trial_label=fixed_label("BC-Safe"), searchable=(),
+                              threshold_at_deployment=False, title="BC-Safe", axes=(COST_LIMIT_AXIS,)),
     "bearl": AlgorithmEntry(name="bearl", config_path="rllib_caps.algorithms.bearl.bearl:BEARLConfig",
-                            trial_label=_cost_limit_label, searchable=(), threshold_at_deployment=False),
+                            trial_label=fixed_label("BEAR-Lag"), searchable=(), threshold_at_deployment=False,
+                            title="BEAR-Lag", axes=(COST_LIMIT_AXIS,)),
     "cpq": AlgorithmEntry(name="cpq", config_path="rllib_caps.algorithms.cpq.cpq:CPQConfig",
-                          trial_label=_cost_limit_label, searchable=(), threshold_at_deployment=False),
+                          trial_label=fixed_label("CPQ"), searchable=(), threshold_at_deployment=False,
+                          title="CPQ", axes=(COST_LIMIT_AXIS,)),
 }
 
 
@@ -90,6 +112,10 @@ def build_config(algo: str, task: str, data: str | Path, *, seed: int = 0, num_l
 
     entry = get_algorithm(algo)
     given = canonical_settings(settings)
+    defaults = entry.config_class()
+    for name in given:
+        if not hasattr(defaults, name):
+            raise ValueError(f"{name} is not a setting of {entry.name} ({type(defaults).__name__})")
     evaluation = {k: given.pop(k) for k in EVALUATION_SETTINGS if k in given}
     framework = {k: given.pop(k) for k in FRAMEWORK_SETTINGS if k in given}
     config = (entry.config_class()

@@ -70,6 +70,7 @@ class CostLimitTable:
 def cost_limit_table(records: Sequence[TrialRecord], evaluations: dict[str, dict[str, Any]],
                      limits: Sequence[tuple[int, int]] = COST_LIMITS) -> CostLimitTable:
     """A task is safe at a limit when its normalised cost there, averaged over seeds, is ≤ 1."""
+    records = [r for r in records if str(r.trial_dir) in evaluations]  # κ-at-deployment algorithms only
     groups: dict[tuple[str, str], list[TrialRecord]] = defaultdict(list)
     for r in records:
         groups[(r.config, r.task)].append(r)

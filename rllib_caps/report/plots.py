@@ -21,6 +21,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after selecting the backend)
 import numpy as np  # noqa: E402
 
+from rllib_caps.algorithms.registry import ALGORITHMS  # noqa: E402
+
 if TYPE_CHECKING:
     from rllib_caps.report.records import TrialRecord
     from rllib_caps.report.tables import Row
@@ -50,6 +52,11 @@ def _styles(rows: Sequence[Row]) -> dict[str, tuple[str, Any]]:
     return {c: (MARKERS[i % len(MARKERS)], colours(i % 10)) for i, c in enumerate(configs)}
 
 
+def _subject(rows: Sequence[Row]) -> str:
+    """The title's subject: "CAPS" for a CAPS-only sweep, else the algorithms' titles."""
+    return " vs ".join(dict.fromkeys(ALGORITHMS[r.algo].display_name for r in rows))
+
+
 def _save(fig: plt.Figure, path: Path, title: str) -> None:
     """Wraps the title to the figure's width and saves with a tight box, so no title, legend or label is cut."""
     chars_per_line = max(30, int(fig.get_figwidth() * DPI / 7.5))  # about 7.5 px per character at 12 pt
@@ -77,7 +84,7 @@ def plot_reward_cost(rows: Sequence[Row], path: Path) -> None:
         ax.set_xlim(left=min(0.0, ax.get_xlim()[0]), right=right)
         ax.set(title=task, xlabel="normalised cost", ylabel="normalised reward")
         ax.legend(fontsize="small")
-    _save(fig, path, "CAPS: reward vs cost (large: seed mean, small: seeds; red: unsafe)")
+    _save(fig, path, f"{_subject(rows)}: reward vs cost (large: seed mean, small: seeds; red: unsafe)")
 
 
 def kappa_curves(rows: Sequence[Row], records: Sequence[TrialRecord],
@@ -86,10 +93,14 @@ def kappa_curves(rows: Sequence[Row], records: Sequence[TrialRecord],
     evaluations when given, else from the sweep's own evaluation at the task's thresholds."""
     if evaluations is None:
         return {(r.task, r.config): r.per_threshold for r in rows}
+    columns = {(r.task, r.algo, r.label): r.config for r in rows}
     values: dict[tuple[str, str], dict[float, list]] = defaultdict(lambda: defaultdict(list))
     for record in records:
+        if str(record.trial_dir) not in evaluations:  # only κ-at-deployment algorithms are re-evaluated
+            continue
+        column = columns[(record.task, record.algo, record.config)]
         for kappa, result in evaluations[str(record.trial_dir)]["thresholds"].items():
-            values[(record.task, record.config)][float(kappa)].append(
+            values[(record.task, column)][float(kappa)].append(
                 (result["normalized_reward"], result["normalized_cost"]))
     return {key: {k: tuple(np.mean(v, axis=0)) for k, v in sorted(by_kappa.items())}
             for key, by_kappa in values.items()}
@@ -112,7 +123,7 @@ def plot_kappa(rows: Sequence[Row], records: Sequence[TrialRecord],
         ax.set(title=task, xlabel="cost limit κ", ylabel="normalised value")
         ax.legend(fontsize="x-small")
     source = "cost-limit evaluations" if evaluations is not None else "the sweep's evaluation thresholds"
-    _save(fig, path, f"CAPS: reward (solid) and cost (dashed) vs κ, from {source}; dotted: cost 1")
+    _save(fig, path, f"{_subject(rows)}: reward (solid) and cost (dashed) vs κ, from {source}; dotted: cost 1")
 
 
 def plot_head_usage(rows: Sequence[Row], path: Path) -> None:
@@ -142,4 +153,4 @@ def plot_head_usage(rows: Sequence[Row], path: Path) -> None:
         ax.set_xticks(range(len(labels)), labels, fontsize="small")
         ax.set(title=task, ylabel="fraction of steps", ylim=(0, 1))
         ax.legend(fontsize="x-small", loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=4, frameon=False)
-    _save(fig, path, "CAPS: head usage per threshold (blue: reward head 0 … red: cost head K−1)")
+    _save(fig, path, f"{_subject(rows)}: head usage per threshold (blue: reward head 0 … red: cost head K−1)")

@@ -1,7 +1,8 @@
 """Reading a sweep back from disk: every Tune trial's ``params.json`` and ``result.json`` (no Ray, no sweep code).
 
-A trial's params are ``{algo, task, heads, seed | seeds + __trial_index__, [search], setup}`` (see
-``rllib_caps.sweeps.trials``); this module is where they are decoded.
+A trial's params are ``{algo, task, <the algorithm's axes, e.g. heads or cost_limit>, seed | seeds +
+__trial_index__, [search], setup}``; a grid sweep nests the per-algorithm part under ``variant`` (see
+``rllib_caps.sweeps.trials``). This module is where they are decoded (``trial_params``).
 """
 
 from __future__ import annotations
@@ -18,10 +19,17 @@ from rllib_caps.envs import get_task
 
 REPORT_DIR = "report"
 TRIAL_INDEX = "__trial_index__"  # ray.tune.search.repeater.TRIAL_INDEX: the repeat (seed) index under Repeater
+VARIANT = "variant"  # a grid sweep's per-algorithm trial part: {algo, task, axes...} (Tune grid-searches it whole)
 
 
 class ReportError(ValueError):
     """Nothing to report, or the output exists; the message names the directory."""
+
+
+def trial_params(params: Mapping[str, Any]) -> dict[str, Any]:
+    """A trial's params with its ``variant`` (if any) merged into the top level, ``algo`` defaulting to caps."""
+    flat = {"algo": "caps", **{k: v for k, v in params.items() if k != VARIANT}, **(params.get(VARIANT) or {})}
+    return flat
 
 
 def trial_seed(params: Mapping[str, Any]) -> int:
@@ -35,12 +43,13 @@ class TrialRecord:
 
     algo: str
     task: str
-    heads: int
+    heads: int | None  # CAPS's K (None for single-policy algorithms)
     seed: int
     search: dict[str, Any]
     evaluation: dict[str, Any]
     trial_dir: Path
     checkpoint: Path | None
+    cost_limit: float | None = None  # κ the trial was trained for (None if κ is chosen at deployment or ignored)
 
     @property
     def suite(self) -> str:
@@ -50,6 +59,11 @@ class TrialRecord:
     def config(self) -> str:
         """The configuration label (the registry's, e.g. K and any searched parameters)."""
         return get_algorithm(self.algo).trial_label({"heads": self.heads, "search": self.search})
+
+    @property
+    def title(self) -> str:
+        """The algorithm's column title, e.g. ``CAPS``, ``BC-Safe``."""
+        return get_algorithm(self.algo).display_name
 
 
 def last_evaluation(result_file: Path) -> dict[str, Any] | None:
@@ -80,16 +94,18 @@ def load_trials(experiment_dir: str | Path) -> tuple[list[TrialRecord], list[Pat
     """The finished trials, and the trial directories without an evaluation (unfinished or failed)."""
     records, unfinished = [], []
     for trial_dir in trial_dirs(Path(experiment_dir)):
-        params = json.loads((trial_dir / "params.json").read_text())
+        params = trial_params(json.loads((trial_dir / "params.json").read_text()))
         evaluation = last_evaluation(trial_dir / "result.json")
         if evaluation is None:
             unfinished.append(trial_dir)
             continue
         try:
-            algo = get_algorithm(params.get("algo", "caps"))
+            algo = get_algorithm(params["algo"])
         except ValueError as err:
             raise ReportError(f"{trial_dir / 'params.json'}: {err}") from err
-        records.append(TrialRecord(algo=algo.name, task=params["task"], heads=int(params["heads"]),
+        heads, cost_limit = params.get("heads"), params.get("cost_limit")
+        records.append(TrialRecord(algo=algo.name, task=params["task"], heads=None if heads is None else int(heads),
+                                   cost_limit=None if cost_limit is None else float(cost_limit),
                                    seed=trial_seed(params),
                                    search={k: v for k, v in (params.get("search") or {}).items()
                                            if k in algo.searchable},

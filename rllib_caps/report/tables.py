@@ -1,10 +1,16 @@
-"""The paper's main table: per task and configuration, normalised reward and cost averaged over thresholds,
-episodes and seeds, with safe marks, suite averages and safe counts, as Markdown, LaTeX and CSV."""
+"""The paper's main table (Table 1): per task and column (an algorithm's configuration), normalised reward and
+cost averaged over thresholds, episodes and seeds, with the mean ± 95% CI over seeds, safe marks, the best safe
+column of each task, suite averages and safe counts, as Markdown, LaTeX and CSV.
+
+A "seed" result of an algorithm trained once per κ averages its per-κ trials (``seed_evaluations``), so every
+algorithm's cell is the same statistic: mean over seeds of the mean over the task's thresholds.
+"""
 
 from __future__ import annotations
 
 import csv
 import io
+import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -12,19 +18,21 @@ from typing import Any
 
 import numpy as np
 
-from rllib_caps.envs import SUITES
-from rllib_caps.report.records import TrialRecord
+from rllib_caps.algorithms.registry import ALGORITHMS
+from rllib_caps.envs import SUITES, get_task
+from rllib_caps.report.records import ReportError, TrialRecord
+from rllib_caps.report.stats import CONFIDENCE, mean_ci
 
 SUITE_TITLES = {"bullet": "Bullet", "safetygym": "Safety-Gymnasium", "velocity": "Velocity", "metadrive": "MetaDrive"}
 
 
 @dataclass
 class Row:
-    """One task × configuration, averaged over seeds (each seed already averages thresholds and episodes)."""
+    """One task × column, averaged over seeds (each seed already averages thresholds and episodes)."""
 
     task: str
     suite: str
-    config: str
+    config: str  # the column: the configuration label, prefixed by the algorithm's title in a multi-algorithm table
     seeds: tuple[int, ...]
     normalized_reward: float
     normalized_cost: float
@@ -32,10 +40,21 @@ class Row:
     head_usage: dict[float, list[float]]  # κ -> fraction of steps per head
     seed_points: list[tuple[float, float]]  # per seed (normalised reward, normalised cost)
     best_safe: bool = False
+    algo: str = "caps"
+    label: str = ""  # the registry's configuration label (``TrialRecord.config``)
 
     @property
     def safe(self) -> bool:
         return self.normalized_cost <= 1.0
+
+    @property
+    def reward_ci(self) -> float:
+        """Half-width of the 95% Student-t interval of the normalised reward over seeds (NaN for one seed)."""
+        return mean_ci([p[0] for p in self.seed_points])[1]
+
+    @property
+    def cost_ci(self) -> float:
+        return mean_ci([p[1] for p in self.seed_points])[1]
 
 
 def _mean_by_threshold(evaluations: Sequence[dict[str, Any]], key: str) -> dict[float, Any]:
@@ -52,23 +71,60 @@ def head_usage_by_threshold(evaluations: Sequence[dict[str, Any]]) -> dict[float
     return {k: np.mean([[u[h] for h in sorted(u, key=int)] for u in us], axis=0).tolist() for k, us in usage.items()}
 
 
-def summarize(records: Iterable[TrialRecord]) -> list[Row]:
-    """Rows in suite order, then task, then configuration; marks each task's best safe configuration."""
-    groups: dict[tuple[str, str], list[TrialRecord]] = defaultdict(list)
+def merge_evaluations(evaluations: Sequence[dict[str, Any]], source: str) -> dict[str, Any]:
+    """One seed's evaluation from its per-κ trials: their thresholds together, the mean over all of them (the
+    paper: normalised values averaged over κ). A κ evaluated by two trials is an error naming ``source``."""
+    thresholds: dict[str, Any] = {}
+    for evaluation in evaluations:
+        for kappa, result in evaluation["thresholds"].items():
+            if kappa in thresholds:
+                raise ReportError(f"{source}: two trials of one seed evaluated κ={kappa}")
+            thresholds[kappa] = result
+    reward = float(np.mean([r["normalized_reward"] for r in thresholds.values()]))
+    cost = float(np.mean([r["normalized_cost"] for r in thresholds.values()]))
+    return {"thresholds": thresholds,
+            "mean": {"normalized_reward": reward, "normalized_cost": cost, "safe": float(cost <= 1.0)}}
+
+
+def seed_evaluations(records: Iterable[TrialRecord]) -> dict[tuple[str, str, str, int], dict[str, Any]]:
+    """(algorithm, task, configuration label, seed) -> that seed's evaluation; trials of one seed that differ
+    only in κ (algorithms trained once per κ) are merged by ``merge_evaluations``."""
+    groups: dict[tuple[str, str, str, int], list[TrialRecord]] = defaultdict(list)
     for r in records:
-        groups[(r.task, r.config)].append(r)
+        groups[(r.algo, r.task, r.config, r.seed)].append(r)
+    return {key: group[0].evaluation if len(group) == 1 else
+            merge_evaluations([r.evaluation for r in group], ", ".join(str(r.trial_dir) for r in group))
+            for key, group in groups.items()}
+
+
+def column_label(algo: str, label: str, algos: set[str]) -> str:
+    """A table column: the configuration label, prefixed by the algorithm's title when several algorithms share
+    the table (``CAPS K=2``) unless the label is the title already (``BC-Safe``)."""
+    title = ALGORITHMS[algo].display_name
+    return label if len(algos) == 1 or label.startswith(title) else f"{title} {label}"
+
+
+def summarize(records: Iterable[TrialRecord]) -> list[Row]:
+    """Rows in suite order, then task, then algorithm (registry order) and configuration; marks each task's best
+    safe column."""
+    records = list(records)
+    algos = {r.algo for r in records}
+    groups: dict[tuple[str, str, str], list[tuple[int, dict[str, Any]]]] = defaultdict(list)
+    for (algo, task, label, seed), evaluation in seed_evaluations(records).items():
+        groups[(algo, task, label)].append((seed, evaluation))
     rows = []
-    for (task, config), group in groups.items():
-        evaluations = [r.evaluation for r in group]
+    for (algo, task, label), group in groups.items():
+        evaluations = [e for _, e in group]
         rewards = _mean_by_threshold(evaluations, "normalized_reward")
         costs = _mean_by_threshold(evaluations, "normalized_cost")
         points = [(e["mean"]["normalized_reward"], e["mean"]["normalized_cost"]) for e in evaluations]
-        rows.append(Row(task=task, suite=group[0].suite, config=config, seeds=tuple(sorted(r.seed for r in group)),
+        rows.append(Row(task=task, suite=get_task(task).suite, config=column_label(algo, label, algos),
+                        seeds=tuple(sorted(seed for seed, _ in group)),
                         normalized_reward=float(np.mean([p[0] for p in points])),
                         normalized_cost=float(np.mean([p[1] for p in points])),
                         per_threshold={k: (float(np.mean(rewards[k])), float(np.mean(costs[k]))) for k in rewards},
-                        head_usage=head_usage_by_threshold(evaluations), seed_points=points))
-    rows.sort(key=lambda r: (SUITES.index(r.suite), r.task, config_order(r.config)))
+                        head_usage=head_usage_by_threshold(evaluations), seed_points=points, algo=algo, label=label))
+    rows.sort(key=lambda r: (SUITES.index(r.suite), r.task, *column_order(r)))
     by_task: dict[str, list[Row]] = defaultdict(list)
     for row in rows:
         by_task[row.task].append(row)
@@ -77,6 +133,11 @@ def summarize(records: Iterable[TrialRecord]) -> list[Row]:
         if len(task_rows) > 1 and safe:
             max(safe, key=lambda r: r.normalized_reward).best_safe = True
     return rows
+
+
+def column_order(row: Row) -> tuple[int, tuple[int, str]]:
+    """Algorithms in registry order, then their configurations by ``config_order``."""
+    return list(ALGORITHMS).index(row.algo), config_order(row.label or row.config)
 
 
 def config_order(config: str) -> tuple[int, str]:
@@ -94,7 +155,7 @@ class MainTable:
     tasks: list[str] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.configs = sorted({r.config for r in self.rows}, key=config_order)
+        self.configs = list(dict.fromkeys(r.config for r in sorted(self.rows, key=column_order)))
         self.tasks = list(dict.fromkeys(r.task for r in self.rows))
 
     def cell(self, task: str, config: str) -> Row | None:
@@ -114,61 +175,86 @@ class MainTable:
         return sum(r.safe for r in rows), len(rows)
 
 
-def _md_pair(reward: float, cost: float, best: bool) -> tuple[str, str]:
-    r, c = f"{reward:.2f}", f"{cost:.2f}"
+Pair = Callable[[float, float, bool, tuple[float, float]], Sequence[str]]
+
+
+def _value(value: float, ci: float, tex: bool = False) -> str:
+    """``0.72``, or with a finite CI half-width ``0.72 ± 0.05``."""
+    if not math.isfinite(ci):
+        return f"{value:.2f}"
+    return f"{value:.2f}" + (rf"$\pm${ci:.2f}" if tex else f" ± {ci:.2f}")
+
+
+def _md_pair(reward: float, cost: float, best: bool, cis: tuple[float, float]) -> tuple[str, str]:
+    r, c = _value(reward, cis[0]), _value(cost, cis[1])
     if best:
         return f"**{r}**", f"**{c}**"
     return r, c if cost <= 1.0 else f"{c} ✗"
 
 
-def _body_rows(table: MainTable, pair: Callable[[float, float, bool], Sequence[str]]
-               ) -> Iterator[tuple[str, bool, list[str]]]:
+def _body_rows(table: MainTable, pair: Pair, ci: bool) -> Iterator[tuple[str, bool, list[str]]]:
     """``(label, is_suite_average, cells)`` per task, suite by suite, each suite closed by its average row;
-    ``pair(reward, cost, best)`` formats one configuration's two cells."""
+    ``pair(reward, cost, best, (reward_ci, cost_ci))`` formats one column's two cells (CIs NaN: none shown)."""
+    none = (math.nan, math.nan)
     for suite in table.suites():
         for task in dict.fromkeys(r.task for r in table.rows if r.suite == suite):
             cells: list[str] = []
             for config in table.configs:
                 row = table.cell(task, config)
-                cells += pair(row.normalized_reward, row.normalized_cost, row.best_safe) if row else ["", ""]
+                cis = (row.reward_ci, row.cost_ci) if row and ci else none
+                cells += pair(row.normalized_reward, row.normalized_cost, row.best_safe, cis) if row else ["", ""]
             yield task, False, cells
         cells = []
         for config in table.configs:
             avg = table.suite_average(suite, config)
-            cells += pair(*avg, False) if avg else ["", ""]
+            cells += pair(*avg, False, none) if avg else ["", ""]
         yield SUITE_TITLES[suite], True, cells
 
 
-def format_markdown(table: MainTable) -> str:
-    """The main table in Markdown, tasks grouped by suite, with averages and safe counts."""
+def caption(table: MainTable, ci: bool) -> str:
+    """What the cells are: averages, the interval (with ``ci``) and the marks."""
+    text = "Normalised reward and cost averaged over thresholds, episodes and seeds"
+    if ci:
+        text += (f" (mean ± half-width of the two-sided {CONFIDENCE:.0%} Student-t confidence interval over "
+                 "seeds; none for one seed; suite averages are means of the task means)")
+    if any(r.algo != "caps" for r in table.rows):
+        text += "; algorithms trained once per κ average their per-κ trials within each seed"
+    return text
+
+
+def format_markdown(table: MainTable, ci: bool = False) -> str:
+    """The main table in Markdown, tasks grouped by suite, with averages and safe counts; ``ci`` adds ± the
+    95% CI over seeds to every task cell."""
     header = ["Task"] + [f"{c} {m}" for c in table.configs for m in ("reward ↑", "cost ↓")]
     lines = ["| " + " | ".join(header) + " |", "|:---|" + "---:|" * (len(header) - 1)]
-    for label, average, cells in _body_rows(table, _md_pair):
+    for label, average, cells in _body_rows(table, _md_pair, ci):
         lines.append(f"| {f'*{label} average*' if average else label} | " + " | ".join(cells) + " |")
     counts = [cell for n, total in map(table.safe_count, table.configs) for cell in (f"{n} / {total}", "")]
     lines.append("| safe tasks | " + " | ".join(counts) + " |")
-    legend = ("Normalised reward and cost averaged over thresholds, episodes and seeds; ✗: unsafe (cost > 1)"
+    legend = (caption(table, ci) + "; ✗: unsafe (cost > 1)"
               + ("; **bold**: the best safe configuration of the task." if len(table.configs) > 1 else "."))
     return "\n".join(lines) + "\n\n" + legend
 
 
-def _tex_pair(reward: float, cost: float, best: bool) -> list[str]:
+def _tex_pair(reward: float, cost: float, best: bool, cis: tuple[float, float]) -> list[str]:
     """The paper's marks: bold safe, gray unsafe, blue bold the best safe."""
+    values = [_value(v, ci, tex=True) for v, ci in zip((reward, cost), cis, strict=True)]
     if cost > 1.0:
-        return [rf"\textcolor{{gray}}{{{v:.2f}}}" for v in (reward, cost)]
+        return [rf"\textcolor{{gray}}{{{v}}}" for v in values]
     if best:
-        return [rf"\textcolor{{blue}}{{\textbf{{{v:.2f}}}}}" for v in (reward, cost)]
-    return [rf"\textbf{{{v:.2f}}}" for v in (reward, cost)]
+        return [rf"\textcolor{{blue}}{{\textbf{{{v}}}}}" for v in values]
+    return [rf"\textbf{{{v}}}" for v in values]
 
 
-def format_latex(table: MainTable) -> str:
+def format_latex(table: MainTable, ci: bool = False) -> str:
     """A booktabs table (needs ``\\usepackage{booktabs,xcolor}``) with the paper's colour marks."""
     n = len(table.configs)
-    lines = [r"% Bold: safe (normalised cost <= 1); gray: unsafe; blue: best safe configuration of the task.",
+    lines = [f"% {caption(table, ci)}.",
+             r"% Bold: safe (normalised cost <= 1); gray: unsafe; blue: best safe configuration of the task.",
              r"\begin{tabular}{l" + "cc" * n + "}", r"\toprule",
              " & " + " & ".join(rf"\multicolumn{{2}}{{c}}{{{c}}}" for c in table.configs) + r" \\",
              "Task" + r" & reward $\uparrow$ & cost $\downarrow$" * n + r" \\", r"\midrule"]
-    for label, average, cells in _body_rows(table, _tex_pair):
+    for label, average, cells in _body_rows(table, _tex_pair, ci):
         if average:
             lines += [r"\midrule", rf"\textit{{{label} average}} & " + " & ".join(cells) + r" \\", r"\midrule"]
         else:
@@ -180,22 +266,25 @@ def format_latex(table: MainTable) -> str:
 
 
 def format_csv(table: MainTable) -> str:
-    """Long format: one line per task (or suite average) × configuration × threshold, plus the mean."""
+    """Long format: one line per task (or suite average) × column × threshold, plus the mean with the 95% CI
+    half-widths over seeds (empty per threshold and for averages, ``nan`` for one seed)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["task", "suite", "config", "seeds", "threshold", "normalized_reward", "normalized_cost",
-                     "safe", "best_safe"])
+                     "safe", "best_safe", "algo", "reward_ci95", "cost_ci95"])
     for row in table.rows:
         seeds = " ".join(map(str, row.seeds))
         for kappa, (r, c) in row.per_threshold.items():
             writer.writerow([row.task, row.suite, row.config, seeds, f"{kappa:g}", f"{r:.6g}", f"{c:.6g}",
-                             int(c <= 1.0), ""])
+                             int(c <= 1.0), "", row.algo, "", ""])
         writer.writerow([row.task, row.suite, row.config, seeds, "mean", f"{row.normalized_reward:.6g}",
-                         f"{row.normalized_cost:.6g}", int(row.safe), int(row.best_safe)])
+                         f"{row.normalized_cost:.6g}", int(row.safe), int(row.best_safe), row.algo,
+                         f"{row.reward_ci:.6g}", f"{row.cost_ci:.6g}"])
     for suite in table.suites():
         for config in table.configs:
             avg = table.suite_average(suite, config)
             if avg:
+                algo = next(r.algo for r in table.rows if r.config == config)
                 writer.writerow([f"{suite} average", suite, config, "", "mean", f"{avg[0]:.6g}", f"{avg[1]:.6g}",
-                                 int(avg[1] <= 1.0), ""])
+                                 int(avg[1] <= 1.0), "", algo, "", ""])
     return out.getvalue()

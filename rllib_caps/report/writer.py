@@ -6,9 +6,10 @@
 Reads every Tune trial under EXPERIMENT_DIR (``params.json`` + ``result.json``, no Ray needed) and writes
 EXPERIMENT_DIR/report/ atomically:
 
-- ``main_table.{md,csv,tex}``: per task and configuration (K, and searched parameters) the normalised
-  reward and cost averaged over thresholds, episodes and seeds; unsafe (cost > 1) marked, the best safe
-  configuration of each task marked when there are several; suite averages; the number of safe tasks.
+- ``main_table.{md,csv,tex}``: per task and column (each algorithm's configurations: CAPS's K and searched
+  parameters; one column per baseline) the normalised reward and cost averaged over thresholds, episodes and
+  seeds, ± the 95% Student-t CI over seeds; unsafe (cost > 1) marked, the best safe column of each task marked
+  when there are several; suite averages; the number of safe tasks per column.
 - ``cost_limits.{md,csv,tex,json}`` with ``--cost-limits``: the paper's cost-limit ablation (Table 2): the
   same checkpoints evaluated at scaled limits without retraining, counting safe tasks.
 - ``reward_cost.png``, ``kappa.png``, ``head_usage.png`` (see ``rllib_caps.report.plots``).
@@ -41,7 +42,9 @@ class Report:
 
 
 def build_markdown(table: MainTable, unfinished: Sequence[Path], cost_limits: CostLimitTable | None) -> str:
-    parts = ["## CAPS: normalised reward and cost", "", format_markdown(table)]
+    algos = sorted({r.algo for r in table.rows})
+    title = "CAPS" if algos == ["caps"] else "Main table"
+    parts = [f"## {title}: normalised reward and cost", "", format_markdown(table, ci=True)]
     if any(r.suite == "metadrive" for r in table.rows):
         parts += ["", f"Caveat: {FIDELITY_NOTE}"]
     if unfinished:
@@ -77,9 +80,9 @@ def write_report(experiment_dir: str | Path, *, out: str | Path | None = None, f
     try:
         with atomic_directory(out_dir, force=force) as tmp:
             (tmp / "report.md").write_text(markdown + "\n")
-            (tmp / "main_table.md").write_text(format_markdown(table) + "\n")
+            (tmp / "main_table.md").write_text(format_markdown(table, ci=True) + "\n")
             (tmp / "main_table.csv").write_text(format_csv(table))
-            (tmp / "main_table.tex").write_text(format_latex(table))
+            (tmp / "main_table.tex").write_text(format_latex(table, ci=True))
             if limits_table is not None:
                 for fmt in ("md", "csv", "tex"):
                     (tmp / f"cost_limits.{fmt}").write_text(format_cost_limits(limits_table, fmt) + "\n")

@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from rllib_caps.algorithms.registry import ALGORITHMS
 from rllib_caps.envs import TaskSpec, select_tasks
 
 
@@ -24,6 +25,7 @@ class SweepError(ValueError):
 class SweepOptions:
     """Everything a sweep needs. Each field is a flag (``--data-root``) and a YAML key (``data_root``)."""
 
+    algos: list[str] = field(default_factory=lambda: ["caps"])  # registry names (rllib_caps.algorithms.registry)
     tasks: str = "BallCircle"
     seeds: list[int] = field(default_factory=lambda: [0, 10, 20])
     heads: list[int] = field(default_factory=lambda: [2])
@@ -43,6 +45,7 @@ class SweepOptions:
     address: str | None = None
     dashboard: bool = False
     resume: bool = False
+    dry_run: bool = False  # print the planned grid and its trial count, run nothing
     search: str | None = None
     num_samples: int = 10
     training: dict[str, Any] = field(default_factory=dict)
@@ -78,10 +81,12 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
         raise SweepError(f"--config {path}: not valid YAML: {err}") from err
     if not isinstance(data, dict):
         raise SweepError(f"--config {path}: expected a mapping of options, got {type(data).__name__}")
-    known = {f.name for f in fields(SweepOptions)} - {"resume", "address", "dashboard"}
+    known = {f.name for f in fields(SweepOptions)} - {"resume", "address", "dashboard", "dry_run"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise SweepError(f"--config {path}: unknown keys {unknown}; valid keys: {sorted(known)}")
+    if isinstance(data.get("algos"), str):
+        data["algos"] = data["algos"].replace(",", " ").split()
     if isinstance(data.get("tasks"), list):
         data["tasks"] = ",".join(data["tasks"])
     return data
@@ -111,6 +116,13 @@ def check_options(options: SweepOptions, source: str) -> None:
             raise SweepError(f"{source}: {name} must be a non-empty list of integers, got {values!r}")
         if len(set(values)) != len(values):
             raise SweepError(f"{source}: {name} {values} repeats a value; each must appear once")
+    if not (isinstance(options.algos, list) and options.algos and all(isinstance(a, str) for a in options.algos)):
+        raise SweepError(f"{source}: algos must be a non-empty list of algorithm names, got {options.algos!r}")
+    if len(set(options.algos)) != len(options.algos):
+        raise SweepError(f"{source}: algos {options.algos} repeats a value; each must appear once")
+    for algo in options.algos:
+        if algo not in ALGORITHMS:
+            raise SweepError(f"{source}: algos: unknown algorithm {algo!r}; known: {', '.join(ALGORITHMS)}")
     hidden = options.training.get("hidden")
     if hidden is not None and not _is_int_list(hidden):
         raise SweepError(f"{source}: training.hidden must be a list of integers, got {hidden!r}")

@@ -11,10 +11,18 @@ from typing import Any
 from rllib_caps.data import DatasetError
 from rllib_caps.data.validation import check_dataset
 from rllib_caps.envs import TaskSpec, get_task
-from rllib_caps.report.records import trial_seed
+from rllib_caps.sweeps.grid import describe_grid, grid_variants
 from rllib_caps.sweeps.options import SweepError, SweepOptions
 from rllib_caps.sweeps.resources import TrialResources, plan_resources
-from rllib_caps.sweeps.trials import dataset_dir, trial_class, trial_config, trial_logger
+from rllib_caps.sweeps.trials import (
+    dataset_dir,
+    describe_trial,
+    trial_class,
+    trial_config,
+    trial_logger,
+    trial_name,
+    unknown_settings,
+)
 
 logger = logging.getLogger("rllib_caps.tune")
 
@@ -27,7 +35,7 @@ def setup_dict(options: SweepOptions, resources: TrialResources) -> dict[str, An
 
 def check_trials(options: SweepOptions, tasks: Sequence[TaskSpec], setup: Mapping[str, Any]) -> None:
     """Checks every task's dataset (all missing ones named in one message) and builds and validates every
-    (task, K) config in the driver, so mistakes fail before Tune starts."""
+    planned (algorithm, task, axes) config in the driver, so mistakes fail before Tune starts."""
     missing = []
     for task in tasks:
         try:
@@ -44,17 +52,23 @@ def check_trials(options: SweepOptions, tasks: Sequence[TaskSpec], setup: Mappin
                          "`python -m data_conversion.collect`).")
     if missing:
         dataset_dir(options.data_root, get_task(missing[0]))  # raises the one-task message
-    for task in tasks:
-        for heads in options.heads:
-            try:
-                config = trial_config({"task": task.name, "heads": heads, "seed": options.seeds[0], "setup": setup})
-                config.validate()
-            except (TypeError, ValueError) as err:
-                raise SweepError(f"{task.name} K={heads}: invalid training settings "
-                                 f"(--config training/overrides): {err}") from err
-            if config.evaluation_interval is None:
-                raise SweepError("training.eval_episodes (--eval-episodes) must be >= 1: a trial's score is its "
-                                 "evaluation")
+    for scope, settings in [("training", setup["training"]), *setup["overrides"].items()]:
+        unknown = unknown_settings(options.algos, {k: v for k, v in (settings or {}).items()
+                                                   if not (k.startswith("K") and k[1:].isdigit())})
+        if unknown:
+            raise SweepError(f"{scope if scope == 'training' else 'overrides.' + scope}: settings {unknown} belong "
+                             f"to none of the algorithms {options.algos}")
+    for variant in grid_variants(options, tasks):
+        trial = {"variant": variant, "seed": options.seeds[0], "setup": setup}
+        try:
+            config = trial_config(trial)
+            config.validate()
+        except (TypeError, ValueError) as err:
+            raise SweepError(f"{describe_trial(trial)}: invalid training settings "
+                             f"(--config training/overrides): {err}") from err
+        if config.evaluation_interval is None:
+            raise SweepError("training.eval_episodes (--eval-episodes) must be >= 1: a trial's score is its "
+                             "evaluation")
 
 
 def check_experiment_dir(path: Path, resume: bool) -> None:
@@ -66,8 +80,7 @@ def check_experiment_dir(path: Path, resume: bool) -> None:
 
 
 def _trial_name(trial: Any) -> str:
-    c = trial.config
-    return f"{c['task']}_K{c['heads']}_seed{trial_seed(c)}_{trial.trial_id}"
+    return trial_name(trial.config, trial.trial_id)
 
 
 def run_experiment(options: SweepOptions, experiment_dir: Path, param_space: dict[str, Any], *,
@@ -75,7 +88,7 @@ def run_experiment(options: SweepOptions, experiment_dir: Path, param_space: dic
     """Runs (or with ``resume``, continues) one Tune experiment of trials; returns the ResultGrid."""
     from ray import tune
 
-    trainable = trial_class("caps")
+    trainable = trial_class()
     check_experiment_dir(experiment_dir, resume)
     if resume:
         if not tune.Tuner.can_restore(str(experiment_dir)):
@@ -101,28 +114,28 @@ def run_experiment(options: SweepOptions, experiment_dir: Path, param_space: dic
 
 
 def grid_param_space(options: SweepOptions, tasks: Sequence[TaskSpec], setup: dict[str, Any]) -> dict[str, Any]:
-    """task × K × seed as grid searches; ``setup`` is shared."""
+    """(algorithm, task, axes) variants × seed as grid searches; ``setup`` is shared."""
     from ray import tune
 
-    return {"task": tune.grid_search([t.name for t in tasks]), "heads": tune.grid_search(list(options.heads)),
-            "seed": tune.grid_search(list(options.seeds)), "setup": setup}
+    return {"variant": tune.grid_search(grid_variants(options, tasks)), "seed": tune.grid_search(list(options.seeds)),
+            "setup": setup}
 
 
 def run_sweep(options: SweepOptions) -> Path:
-    """The grid sweep: one Tune experiment of task × seed × K trials; returns the experiment directory."""
+    """The grid sweep: one Tune experiment of every algorithm's (task, axes) × seed trials, packed together on
+    the cluster's CPUs/GPUs; returns the experiment directory."""
     import ray
 
     tasks = options.task_specs()
-    num_trials = len(tasks) * len(options.seeds) * len(options.heads)
+    num_trials = len(grid_variants(options, tasks)) * len(options.seeds)
     resources = plan_resources(num_trials, ray.cluster_resources().get("CPU", 0),
                                ray.cluster_resources().get("GPU", 0), num_gpus=options.num_gpus,
                                cpus_per_trial=options.cpus_per_trial, gpus_per_trial=options.gpus_per_trial,
                                max_concurrent=options.max_concurrent)
     setup = setup_dict(options, resources)
     check_trials(options, tasks, setup)
-    logger.info("%d trials (%d tasks × %d seeds × K in %s), %d at a time, each %g CPU / %g GPU; results in %s",
-                num_trials, len(tasks), len(options.seeds), options.heads, resources.concurrency, resources.cpus,
-                resources.gpus, options.experiment_dir)
+    logger.info("%s\n%d at a time, each %g CPU / %g GPU; results in %s", describe_grid(options, tasks),
+                resources.concurrency, resources.cpus, resources.gpus, options.experiment_dir)
     run_experiment(options, options.experiment_dir, grid_param_space(options, tasks, setup),
                    concurrency=resources.concurrency, resume=options.resume)
     return options.experiment_dir

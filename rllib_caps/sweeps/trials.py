@@ -1,7 +1,11 @@
 """One trial: its Tune config -> the algorithm config, its metrics, and the Tune trainable and callback.
 
-A trial's Tune config is small: ``algo`` (default ``caps``), ``task``, ``heads``, ``seed`` (or ``seeds`` under
-a Repeater), the optional ``search`` values and the sweep-wide ``setup``. The last training iteration
+A trial's Tune config is small: ``algo`` (default ``caps``), ``task``, the algorithm's grid axes (``heads`` for
+CAPS, ``cost_limit`` for the per-threshold baselines; ``AlgorithmEntry.axes``), ``seed`` (or ``seeds`` under a
+Repeater), the optional ``search`` values and the sweep-wide ``setup``; a grid sweep nests the first three under
+``variant`` (``rllib_caps.report.records.trial_params`` flattens it). One trainable, ``SweepTrial``, runs every
+algorithm, so trials of different algorithms share one Tune experiment and pack on the same CPUs/GPUs. The
+last training iteration
 evaluates at the task's thresholds and ends the trial; every result carries top-level
 ``normalized_reward``, ``normalized_cost``, ``safe`` and ``objective`` (NaN before that evaluation), so
 Tune's strict metric check and searchers see them in every result.
@@ -15,11 +19,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rllib_caps.algorithms.registry import ALGORITHMS, build_config, canonical_settings, get_algorithm
+from rllib_caps.algorithms.registry import SETTING_ALIASES, build_config, canonical_settings, get_algorithm
 from rllib_caps.core.keys import RESULTS_KEY
 from rllib_caps.data.schema import DATA_DIR
 from rllib_caps.envs import TaskSpec, get_task
-from rllib_caps.report.records import trial_seed
+from rllib_caps.report.records import trial_params, trial_seed
 from rllib_caps.sweeps.options import SweepError
 
 logger = logging.getLogger("rllib_caps.tune")
@@ -29,7 +33,7 @@ INFEASIBLE_FLOOR = -1000.0  # objective of a config with normalised cost > 1, mi
 
 
 def trial_settings(training: Mapping[str, Any], overrides: Mapping[str, Any], task: TaskSpec,
-                   heads: int) -> dict[str, Any]:
+                   heads: int | None) -> dict[str, Any]:
     """``training``, then ``overrides[suite]``, then ``overrides[task]``; inside each, ``K<heads>`` wins."""
     settings = dict(training)
     for scope in (task.suite, task.name):
@@ -53,16 +57,32 @@ def dataset_dir(data_root: str | Path, task: TaskSpec) -> Path:
     return path
 
 
+def settings_for(algo: str, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The sweep-wide settings that ``algo``'s config has (``training``/``overrides`` serve every algorithm of
+    the sweep: e.g. ``awr_beta`` goes to CAPS only); ``unknown_settings`` rejects those that no algorithm has."""
+    config = get_algorithm(algo).config_class()
+    return {k: v for k, v in settings.items() if hasattr(config, SETTING_ALIASES.get(k, k))}
+
+
+def unknown_settings(algos: list[str], settings: Mapping[str, Any]) -> list[str]:
+    """Settings that none of ``algos`` has (typos, or settings of an algorithm not in the sweep)."""
+    return sorted(set(settings) - {k for algo in algos for k in settings_for(algo, settings)})
+
+
 def trial_config(trial: Mapping[str, Any]) -> Any:
-    """The algorithm config of one trial config ``{algo, task, heads, seed | seeds, [search], setup}``."""
+    """The algorithm config of one trial config ``{algo, task, <axes>, seed | seeds, [search], setup}`` (axes
+    possibly nested under ``variant``)."""
+    trial = trial_params(trial)
     setup = trial["setup"]
     task = get_task(trial["task"])
-    entry = get_algorithm(trial.get("algo", "caps"))
-    settings = trial_settings(setup["training"], setup["overrides"], task, trial["heads"])
+    entry = get_algorithm(trial["algo"])
+    settings = settings_for(entry.name, trial_settings(setup["training"], setup["overrides"], task,
+                                                       trial.get("heads")))
     settings.update({k: v for k, v in (trial.get("search") or {}).items() if k in entry.searchable})
+    settings.update({axis: trial[axis] for axis in entry.axes})
     res = setup["resources"]
     runners = int(canonical_settings(settings).get("evaluation_num_env_runners") or 0)
-    config = build_config(entry.name, task.name, dataset_dir(setup["data_root"], task), heads=int(trial["heads"]),
+    config = build_config(entry.name, task.name, dataset_dir(setup["data_root"], task),
                           seed=trial_seed(trial), num_gpus_per_learner=res["gpus"], **settings)
     main_cpus = res["cpus"] / 2 if runners else res["cpus"]  # evaluation runs after training: they share
     return (config.learners(num_cpus_per_learner=main_cpus)
@@ -88,32 +108,43 @@ def sweep_metrics(evaluation: Mapping[str, Any] | None) -> dict[str, float]:
             "objective": constrained_objective(mean["normalized_reward"], mean["normalized_cost"])}
 
 
-def _define_trial_class(algo: str) -> type:
-    """The Tune trainable of ``algo``: its algorithm class, built from a trial config, ending after the
-    evaluation of its last iteration. Defined on first use so importing this module does not import RLlib."""
+def _define_trial_class() -> type:
+    """``SweepTrial``: the Tune trainable of every algorithm. It builds the trial's algorithm (whose class the
+    registry's config names) and delegates to it: ``train()`` per step, ending after the evaluation of the last
+    iteration; checkpoints are the algorithm's own (``save_to_path``). Its resources are the algorithm's
+    placement group, so the algorithm's learners and EnvRunners land in the trial's bundles. Defined on first
+    use so importing this module does not import Ray."""
     from ray.rllib.utils.metrics import EVALUATION_RESULTS
+    from ray.tune import Trainable
     from ray.tune.result import DONE
 
-    base = get_algorithm(algo).config_class().algo_class
-
-    class Trial(base):
-        def __init__(self, config: dict[str, Any], **kwargs: Any) -> None:
-            built = trial_config(config)
-            self._iterations = built.num_iterations
-            super().__init__(config=built, **kwargs)
-
+    class SweepTrial(Trainable):
         @classmethod
         def default_resource_request(cls, config: dict[str, Any]):
-            return super().default_resource_request(trial_config(config).to_dict())
+            built = trial_config(config)
+            return built.algo_class.default_resource_request(built.to_dict())
+
+        def setup(self, config: dict[str, Any]) -> None:
+            built = trial_config(config)
+            self._iterations = built.num_iterations
+            self.algorithm = built.build_algo()
 
         def step(self) -> dict[str, Any]:
-            result = super().step()
+            result = self.algorithm.train()
             metrics = sweep_metrics(result.get(EVALUATION_RESULTS, {}).get(RESULTS_KEY))
             return {**metrics, **result, DONE: self.iteration + 1 >= self._iterations}
 
-    Trial.__name__ = Trial.__qualname__ = f"{base.__name__}Trial"
-    Trial.__module__ = __name__
-    return Trial
+        def save_checkpoint(self, checkpoint_dir: str) -> None:
+            self.algorithm.save_to_path(checkpoint_dir)
+
+        def load_checkpoint(self, checkpoint: str) -> None:
+            self.algorithm.restore_from_path(checkpoint)
+
+        def cleanup(self) -> None:
+            self.algorithm.stop()
+
+    SweepTrial.__module__ = __name__
+    return SweepTrial
 
 
 def _define_trial_logger() -> type:
@@ -123,28 +154,46 @@ def _define_trial_logger() -> type:
         """Tune callback: one log line per finished trial with its normalised reward and cost."""
 
         def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-            r, c = trial.last_result, trial.config
-            logger.info("finished %s %s K=%s seed=%s: normalised reward %.3f, cost %.3f (%s)", c.get("algo", "caps"),
-                        c["task"], c["heads"], trial_seed(c), r.get("normalized_reward", math.nan),
-                        r.get("normalized_cost", math.nan), "safe" if r.get("safe") == 1 else "UNSAFE")
+            r = trial.last_result
+            logger.info("finished %s: normalised reward %.3f, cost %.3f (%s)", describe_trial(trial.config),
+                        r.get("normalized_reward", math.nan), r.get("normalized_cost", math.nan),
+                        "safe" if r.get("safe") == 1 else "UNSAFE")
 
         def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-            logger.error("trial %s K=%s seed=%s failed; see %s", trial.config["task"], trial.config["heads"],
-                         trial_seed(trial.config), trial.path)
+            logger.error("trial %s failed; see %s", describe_trial(trial.config), trial.path)
 
     TrialLogger.__module__ = __name__
     return TrialLogger
 
 
-_TRIAL_CLASSES: dict[str, type] = {}  # algo -> its trainable, also a module attribute (for pickle)
+AXIS_ABBREVIATIONS = {"heads": "K", "cost_limit": "kappa"}  # in trial names and log lines
 
 
-def trial_class(algo: str = "caps") -> type:
-    """The (cached) Tune trainable of ``algo``, e.g. ``CAPSTrial``."""
-    if algo not in _TRIAL_CLASSES:
-        cls = _TRIAL_CLASSES[algo] = _define_trial_class(algo)
-        globals()[cls.__name__] = cls
-    return _TRIAL_CLASSES[algo]
+def axis_parts(params: Mapping[str, Any]) -> list[str]:
+    """``["K2"]``, ``["kappa10"]``, ...: the trial's axis values of its algorithm, for names and logs."""
+    entry = get_algorithm(params["algo"])
+    return [f"{AXIS_ABBREVIATIONS.get(axis, axis)}{params[axis]:g}" for axis in entry.axes]
+
+
+def describe_trial(config: Mapping[str, Any]) -> str:
+    """``caps BallCircle K2 seed=0``: one line naming a trial."""
+    params = trial_params(config)
+    return " ".join([params["algo"], params["task"], *axis_parts(params), f"seed={trial_seed(params)}"])
+
+
+def trial_name(config: Mapping[str, Any], trial_id: str) -> str:
+    """``BallCircle_K2_seed0_<id>`` for CAPS (as before baselines existed), ``bc-safe_BallCircle_kappa10_seed0_<id>``
+    for the others."""
+    params = trial_params(config)
+    prefix = [] if params["algo"] == "caps" else [params["algo"]]
+    return "_".join([*prefix, params["task"], *axis_parts(params), f"seed{trial_seed(params)}", trial_id])
+
+
+def trial_class() -> type:
+    """The (cached) Tune trainable of every algorithm, ``SweepTrial``."""
+    if "SweepTrial" not in globals():
+        globals()["SweepTrial"] = _define_trial_class()
+    return globals()["SweepTrial"]
 
 
 def trial_logger() -> Any:
@@ -154,13 +203,10 @@ def trial_logger() -> Any:
 
 
 def __getattr__(name: str) -> Any:
-    """Lazy module attributes: pickle finds ``rllib_caps.sweeps.trials.CAPSTrial`` through this in Ray workers."""
-    if name.startswith("__") or not (name == "TrialLogger" or name.endswith("Trial")):
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    """Lazy module attributes: pickle finds ``rllib_caps.sweeps.trials.SweepTrial`` through this in Ray workers."""
+    if name == "SweepTrial":
+        return trial_class()
     if name == "TrialLogger":
         trial_logger()
         return globals()[name]
-    for algo in ALGORITHMS:
-        if name == f"{get_algorithm(algo).config_class().algo_class.__name__}Trial":
-            return trial_class(algo)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

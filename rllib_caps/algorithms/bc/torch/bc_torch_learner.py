@@ -1,0 +1,47 @@
+"""Torch BC learner: one Adam on the actor, the BC loss, and BC-Safe's episode filter on the loaded dataset."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import torch
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.learner.torch.torch_learner import TorchLearner
+from ray.rllib.utils.annotations import override
+from ray.rllib.utils.typing import ModuleID, TensorType
+
+from rllib_caps.algorithms.bc.default_bc_rl_module import BC_LOG_STD, BC_MEANS
+from rllib_caps.algorithms.bc.episode_filter import safe_episodes
+from rllib_caps.algorithms.bc.losses import bc_loss
+from rllib_caps.core.learner import OfflineSafeLearner
+from rllib_caps.core.torch_learner import OfflineSafeTorchLearner
+
+logger = logging.getLogger(__name__)
+
+
+class BCTorchLearner(OfflineSafeTorchLearner):
+    """BC on the in-memory ``OfflineSafeTorchLearner``; with ``safe_only`` it keeps only the episodes whose
+    total cost is ≤ ``cost_limit`` before training starts."""
+
+    @override(OfflineSafeLearner)
+    def build(self) -> None:
+        super().build()
+        if self.config.safe_only:
+            rows = len(self.dataset)
+            self.dataset = safe_episodes(self.dataset, float(self.config.cost_limit))
+            logger.info("BC-Safe: %d of %d transitions are in episodes with cost <= %g", len(self.dataset), rows,
+                        self.config.cost_limit)
+
+    @override(TorchLearner)
+    def configure_optimizers_for_module(self, module_id: ModuleID, config: Any = None) -> None:
+        params = self.get_parameters(self._module[module_id])
+        self.register_optimizer(module_id=module_id, optimizer_name="actor", optimizer=torch.optim.Adam(params),
+                                params=params, lr_or_lr_schedule=config.actor_lr)
+
+    @override(TorchLearner)
+    def compute_loss_for_module(self, *, module_id: ModuleID, config: Any, batch: dict,
+                                fwd_out: dict) -> TensorType:
+        loss = bc_loss(config.policy, fwd_out[BC_MEANS], fwd_out[BC_LOG_STD], batch[Columns.ACTIONS])
+        self.record_losses(module_id, {"bc_loss": loss})
+        return loss

@@ -1,0 +1,67 @@
+"""The planned grid of a sweep: algorithm × task × (the algorithm's axes) × seed, and its ``--dry-run`` text.
+
+Each algorithm brings its own axes (``AlgorithmEntry.axes``): CAPS's K (``--heads``; κ stays a test-time
+setting), and κ for the algorithms trained once per cost limit (the task's three DSRL thresholds). An axis
+takes its values from the sweep option named in ``AXIS_OPTIONS``, or from the task for ``cost_limit``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+from rllib_caps.algorithms.registry import COST_LIMIT_AXIS, get_algorithm
+from rllib_caps.envs import TaskSpec
+from rllib_caps.sweeps.options import SweepError, SweepOptions
+
+AXIS_OPTIONS = {"heads": "heads"}  # axis -> the SweepOptions field (flag) that lists its values
+
+
+def axis_values(options: SweepOptions, task: TaskSpec, axis: str) -> list[Any]:
+    """The values of one grid axis for ``task``."""
+    if axis == COST_LIMIT_AXIS:
+        return [float(k) for k in task.thresholds]
+    if axis not in AXIS_OPTIONS:
+        raise SweepError(f"no sweep option gives the values of the axis {axis!r} (rllib_caps.sweeps.grid.AXIS_OPTIONS)")
+    return list(getattr(options, AXIS_OPTIONS[axis]))
+
+
+def grid_variants(options: SweepOptions, tasks: Sequence[TaskSpec]) -> list[dict[str, Any]]:
+    """One ``{algo, task, <axes>}`` per trained configuration (each is run once per seed)."""
+    variants = []
+    for algo in options.algos:
+        axes = get_algorithm(algo).axes
+        for task in tasks:
+            for values in itertools.product(*(axis_values(options, task, axis) for axis in axes)):
+                variants.append({"algo": algo, "task": task.name, **dict(zip(axes, values, strict=True))})
+    return variants
+
+
+def _values(values: Sequence[Any]) -> str:
+    return "{" + ", ".join(f"{v:g}" for v in values) + "}"
+
+
+def describe_grid(options: SweepOptions, tasks: Sequence[TaskSpec]) -> str:
+    """The ``--dry-run`` text: per algorithm its tasks × seeds × axes and trial count, then the total."""
+    variants = grid_variants(options, tasks)
+    seeds = len(options.seeds)
+    lines = [f"planned grid: algorithms {' '.join(options.algos)} × {len(tasks)} task(s) × {seeds} seed(s) "
+             f"{options.seeds}"]
+    for algo in options.algos:
+        entry = get_algorithm(algo)
+        mine = [v for v in variants if v["algo"] == algo]
+        if entry.axes:
+            axes = " × ".join(
+                f"{'κ' if axis == COST_LIMIT_AXIS else axis} "
+                + (", ".join(f"{t.name} {_values(axis_values(options, t, axis))}" for t in tasks)
+                   if axis == COST_LIMIT_AXIS else _values(axis_values(options, tasks[0], axis)))
+                for axis in entry.axes)
+        else:
+            axes = "one model per task and seed"
+        deployment = "κ at test time" if entry.threshold_at_deployment else (
+            "trained per κ" if COST_LIMIT_AXIS in entry.axes else "κ ignored in training, evaluated at every κ")
+        lines.append(f"  {entry.display_name:<10} {len(mine) * seeds:5d} trials: {len(tasks)} task(s) × "
+                     f"{seeds} seed(s) × {axes} ({deployment})")
+    lines.append(f"total: {len(variants) * seeds} trials")
+    return "\n".join(lines)
