@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -36,6 +37,9 @@ from rllib_caps.envs.compat.dsrl import dataset_file_name
 from rllib_caps.envs.tasks import SUITES, TaskSpec, get_task, select_tasks
 
 READY = ("converted", "up to date")
+# The driver's download settings, handed to the Ray tasks (on a joined cluster their workers have their own env).
+FORWARDED_ENV = ("HF_ENDPOINT", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "HF_HUB_DOWNLOAD_TIMEOUT",
+                 "HF_HUB_ETAG_TIMEOUT", "HF_HUB_DISABLE_XET", "RLLIB_CAPS_CACHE")
 FETCH_CPUS = 0.25  # getting a file is I/O and hashing
 # Peak resident memory of one conversion (measured in benchmarks/bench_fetch.py): a fixed part (the worker's
 # Python, NumPy, Arrow and HDF5), the whole-file scalar columns and episode index per row, and the buffers of
@@ -142,13 +146,16 @@ def _error_line(err: BaseException) -> str:
 def prepare_datasets(tasks: Sequence[TaskSpec], out_root: str | Path, source: Source, *, jobs: int | None = None,
                      progress: bool = True) -> list[Outcome]:
     """Fetch and convert ``tasks`` into ``out_root/<Task>/`` as Ray tasks on the running Ray cluster (at most
-    ``jobs`` tasks at once; by default as many as CPUs and memory allow). Returns one `Outcome` per task, in
+    ``jobs`` tasks at once; by default as many as CPUs and memory allow), with the driver's ``FORWARDED_ENV``
+    settings. Returns one `Outcome` per task, in
     order; a task's failure is in its outcome, never raised, and printed as one line on stderr."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     out_root = str(Path(out_root).resolve())
-    fetch_remote = ray.remote(fetch_file).options(num_cpus=FETCH_CPUS, max_retries=0)
+    env = {key: os.environ[key] for key in FORWARDED_ENV if key in os.environ}
+    runtime_env = {"env_vars": env} if env else None
+    fetch_remote = ray.remote(fetch_file).options(num_cpus=FETCH_CPUS, max_retries=0, runtime_env=runtime_env)
     convert_remote = ray.remote(convert_file)
     outcomes = {t.name: Outcome(t.name, source=source.label) for t in tasks}
     started: dict[str, float] = {}
@@ -178,8 +185,9 @@ def prepare_datasets(tasks: Sequence[TaskSpec], out_root: str | Path, source: So
                 else:
                     memory = conversion_memory(value.rows, value.obs_dim, value.act_dim)
                     placement = NodeAffinitySchedulingStrategy(value.node_id, soft=False) if value.node_id else None
-                    running[convert_remote.options(num_cpus=1, memory=memory, scheduling_strategy=placement)
-                            .remote(name, value.path, out_root)] = ("convert", name)
+                    running[convert_remote.options(num_cpus=1, memory=memory, scheduling_strategy=placement,
+                                                   runtime_env=runtime_env).remote(name, value.path, out_root)] = \
+                        ("convert", name)
                     continue
             elif stage == "convert" and value is not None:
                 outcome.status, outcome.rows, outcome.episodes = "converted", value["rows"], value["episodes"]

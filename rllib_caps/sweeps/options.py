@@ -43,6 +43,7 @@ class SweepOptions:
     address: str | None = None
     dashboard: bool = False
     resume: bool = False
+    prepare: str | None = None  # fetch and convert missing datasets first: hf, a directory or a URL prefix
     search: str | None = None
     num_samples: int = 10
     training: dict[str, Any] = field(default_factory=dict)

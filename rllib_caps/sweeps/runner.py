@@ -10,11 +10,18 @@ from typing import Any
 
 from rllib_caps.data import DatasetError
 from rllib_caps.data.validation import check_dataset
-from rllib_caps.envs import TaskSpec, get_task
+from rllib_caps.envs import TaskSpec
 from rllib_caps.report.records import trial_seed
 from rllib_caps.sweeps.options import SweepError, SweepOptions
 from rllib_caps.sweeps.resources import TrialResources, plan_resources
-from rllib_caps.sweeps.trials import dataset_dir, trial_class, trial_config, trial_logger
+from rllib_caps.sweeps.trials import (
+    dataset_dir,
+    missing_datasets,
+    missing_datasets_message,
+    trial_class,
+    trial_config,
+    trial_logger,
+)
 
 logger = logging.getLogger("rllib_caps.tune")
 
@@ -28,22 +35,15 @@ def setup_dict(options: SweepOptions, resources: TrialResources) -> dict[str, An
 def check_trials(options: SweepOptions, tasks: Sequence[TaskSpec], setup: Mapping[str, Any]) -> None:
     """Checks every task's dataset (all missing ones named in one message) and builds and validates every
     (task, K) config in the driver, so mistakes fail before Tune starts."""
-    missing = []
+    missing = missing_datasets(options.data_root, tasks)
+    if missing:
+        raise SweepError(missing_datasets_message(options.data_root, missing))
     for task in tasks:
         try:
             check_dataset(dataset_dir(options.data_root, task), task=task.name, obs_dim=task.obs_dim,
                           act_dim=task.act_dim)
-        except SweepError:
-            missing.append(task.name)
         except DatasetError as err:
             raise SweepError(f"--data-root {options.data_root}: {err}") from err
-    if len(missing) > 1:
-        raise SweepError(f"--data-root {options.data_root}: no converted dataset for {len(missing)} tasks: "
-                         f"{', '.join(missing)}. Convert each with `python -m data_conversion.dsrl_to_parquet "
-                         f"--task TASK --out {Path(options.data_root) / 'TASK'}` (or collect it first with "
-                         "`python -m data_conversion.collect`).")
-    if missing:
-        dataset_dir(options.data_root, get_task(missing[0]))  # raises the one-task message
     for task in tasks:
         for heads in options.heads:
             try:

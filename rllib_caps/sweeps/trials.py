@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,20 @@ def dataset_dir(data_root: str | Path, task: TaskSpec) -> Path:
             f"convert that file with `--h5 {task.name}.hdf5`."
         )
     return path
+
+
+def missing_datasets(data_root: str | Path, tasks: Sequence[TaskSpec]) -> list[TaskSpec]:
+    """The tasks that have no converted dataset under ``data_root``."""
+    return [task for task in tasks if not (Path(data_root).resolve() / task.name / DATA_DIR).is_dir()]
+
+
+def missing_datasets_message(data_root: str | Path, missing: Sequence[TaskSpec]) -> str:
+    """One message naming every missing dataset and the commands that make them."""
+    names = ",".join(task.name for task in missing)
+    return (f"--data-root {data_root}: no converted dataset for {len(missing)} task(s): {names.replace(',', ', ')}. "
+            f"Get and convert them with `python -m data_conversion.fetch --tasks {names} --out {data_root}` (from "
+            "DSRL's Hugging Face Hub repo; --source DIR for a directory of DSRL files), or add --prepare [SOURCE] "
+            "to this command; or collect a task's data from its simulator with `python -m data_conversion.collect`.")
 
 
 def trial_config(trial: Mapping[str, Any]) -> Any:
