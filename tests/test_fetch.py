@@ -21,6 +21,7 @@ from data_conversion.sources import DirSource, FetchError, HubSource, UrlSource,
 from rllib_caps.data.validation import file_sha256
 from rllib_caps.envs.compat.dsrl import dataset_file_name, load_infos
 from rllib_caps.envs.tasks import get_task
+from rllib_caps.report.records import load_trials
 
 TASKS = ("BallCircle", "CarRun", "DroneRun")  # obs/act 8/2, 7/2, 17/4
 ROWS, EPISODES = 300, 6  # of episode_arrays
@@ -193,3 +194,36 @@ def test_source_dir_and_mirror(tmp_path: Path, files: dict[str, bytes], ray_sess
                                          progress=False))
     assert again["BallCircle"].status == "up to date" and again["CarRun"].status == "converted"
     assert [m for m, name, _ in mirror.requests if m == "GET" and name == ball] == []
+
+
+def test_tune_names_every_missing_dataset_before_ray_starts(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from rllib_caps.tune import main
+
+    code = main(["--tasks", "BallCircle,CarRun,easysparse", "--data-root", str(tmp_path / "empty"), "--storage",
+                 str(tmp_path / "results")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "no converted dataset for 3 task(s): BallCircle, CarRun, easysparse" in err
+    assert f"python -m data_conversion.fetch --tasks BallCircle,CarRun,easysparse --out {tmp_path / 'empty'}" in err
+    assert "--prepare" in err
+    assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_tune_prepare_on_an_empty_data_root_trains(tmp_path: Path, files: dict[str, bytes]) -> None:
+    source = tmp_path / "dsrl"
+    source.mkdir()
+    name = dataset_file_name("BallCircle")
+    (source / name).write_bytes(files[name])
+    env = {**os.environ, "PYTHONPATH": str(Path.cwd()), "RLLIB_CAPS_SMOKE_TEST": "1", "RAY_AUTH_MODE": "disabled"}
+    proc = subprocess.run([sys.executable, "-m", "rllib_caps.tune", "--tasks", "BallCircle", "--prepare", str(source),
+                           "--data-root", str(tmp_path / "data"), "--storage", str(tmp_path / "results"), "--seeds",
+                           "0"], env=env, capture_output=True, text=True, timeout=540)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    meta = json.loads((tmp_path / "data" / "BallCircle" / "metadata.json").read_text())
+    assert meta["source"]["file"] == name and meta["rows"] == ROWS
+    assert "BallCircle" in proc.stdout and "converted" in proc.stdout  # the preparation table
+    records, unfinished = load_trials(tmp_path / "results" / "sweep")
+    assert len(records) == 1 and not unfinished and records[0].task == "BallCircle"
