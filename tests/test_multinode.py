@@ -50,7 +50,8 @@ def test_two_node_sweep_uses_both_nodes_and_resumes_after_the_driver_is_killed(
         driver.send_signal(signal.SIGKILL)
         driver.wait()
         finished_before, _ = load_trials(experiment)
-        lines_before = {r.trial_dir.name: len((r.trial_dir / "result.json").read_text().splitlines()) for r in finished_before}
+        lines_before = {r.trial_dir.name: len((r.trial_dir / "result.json").read_text().splitlines())
+                        for r in finished_before}
         assert 1 <= len(finished_before) < 3
 
         resumed = subprocess.run([*command, "--resume"], env=env, capture_output=True, text=True, timeout=600)
