@@ -28,7 +28,7 @@ from tqdm import tqdm
 
 from data_conversion.dsrl_format import READ_CHUNK_ROWS, DsrlReader
 from data_conversion.dsrl_to_parquet import TOOL_VERSION, convert
-from data_conversion.sources import FetchError, Source, parse_source, verified_sha256
+from data_conversion.sources import FetchError, Source, one_line, parse_source, verified_sha256
 from rllib_caps.core.console import aligned_table
 from rllib_caps.data.errors import DatasetError
 from rllib_caps.data.schema import METADATA_FILE
@@ -138,9 +138,7 @@ def convert_file(task_name: str, path: str, out_root: str) -> dict:
 def _error_line(err: BaseException) -> str:
     """The one-line message of a task's failure (the cause of a Ray task error)."""
     cause = getattr(err, "cause", None) or err
-    text = " ".join(str(cause).split()) if isinstance(cause, DatasetError) else \
-        f"{type(cause).__name__}: {' '.join(str(cause).split())}"
-    return text if len(text) <= 400 else text[:397] + "..."
+    return one_line(cause) if isinstance(cause, DatasetError) else f"{type(cause).__name__}: {one_line(cause)}"
 
 
 def prepare_datasets(tasks: Sequence[TaskSpec], out_root: str | Path, source: Source, *, jobs: int | None = None,

@@ -115,11 +115,11 @@ class HubSource:
             raise FetchError(f"{name}: not in {self._where()}") from err
         except LocalEntryNotFoundError as err:
             cause = err.__cause__ or err.__context__
-            why = "HF_HUB_OFFLINE is set" if constants.is_offline_mode() else f"cannot reach it: {_one_line(cause)}"
+            why = "HF_HUB_OFFLINE is set" if constants.is_offline_mode() else f"cannot reach it: {one_line(cause)}"
             raise FetchError(f"{name}: not in the Hub cache {constants.HF_HUB_CACHE} and {self._where()}: {why}") \
                 from err
         except (HfHubHTTPError, httpx2.HTTPError, OSError) as err:
-            raise FetchError(f"{name}: download from {self._where()} failed: {_one_line(err)}") from err
+            raise FetchError(f"{name}: download from {self._where()} failed: {one_line(err)}") from err
 
     def discard(self, path: Path) -> None:
         """Drop a refused file from the cache (the blob and its snapshot link), so the next run downloads it."""
@@ -200,7 +200,7 @@ class UrlSource:
             with partial.open("ab") as f:
                 http_get(self._url(name), f, resume_size=f.tell(), displayed_filename=name)
         except (HfHubHTTPError, httpx2.HTTPError, OSError) as err:
-            raise FetchError(f"{name}: download from {self._url(name)} failed: {_one_line(err)}") from err
+            raise FetchError(f"{name}: download from {self._url(name)} failed: {one_line(err)}") from err
         os.replace(partial, target)
         return target
 
@@ -234,9 +234,9 @@ def _timeout() -> float:
     return float(constants.HF_HUB_DOWNLOAD_TIMEOUT)
 
 
-def _one_line(err: BaseException | None) -> str:
-    """An exception as one short line (its type when it has no message)."""
+def one_line(err: BaseException | None, limit: int = 300) -> str:
+    """An exception as one line of at most ``limit`` characters (its type when it has no message)."""
     if err is None:
         return "unknown error"
     text = " ".join(str(err).split()) or type(err).__name__
-    return text if len(text) <= 200 else text[:197] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -3,6 +3,7 @@ huggingface_hub downloads, real DSRL-format files, real conversions as Ray tasks
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -148,7 +149,10 @@ def test_interrupted_download_resumes_and_mismatched_files_are_refused(tmp_path:
     assert out["DroneRun"].status == "failed" and "size" in out["DroneRun"].message
     for task in ("CarRun", "DroneRun"):
         assert not (tmp_path / "data" / task).exists()  # nothing converted for a refused file
-    assert not list((hub_env / "hub").rglob(car))  # the refused download left the cache
+    blobs = hub_env / "hub" / "datasets--YYY-45--DSRL" / "blobs"
+    assert not list((hub_env / "hub").rglob(car))  # the refused download left the cache: its link and its blob
+    assert not (blobs / hashlib.sha256(files[car]).hexdigest()).exists() and (blobs / hashlib.sha256(files[ball])
+                                                                               .hexdigest()).exists()
 
 
 def test_server_down_one_line_per_task_and_nonzero_exit(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ def _finished_in_state(experiment: Path) -> bool:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1800)
 def test_two_node_sweep_uses_both_nodes_and_resumes_after_the_driver_is_killed(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from ray.cluster_utils import Cluster
@@ -34,6 +34,7 @@ def test_two_node_sweep_uses_both_nodes_and_resumes_after_the_driver_is_killed(
     node_args = {"num_cpus": 1, "object_store_memory": 100 * 2**20}
     cluster = Cluster(initialize_head=True, head_node_args={**node_args, "include_dashboard": False})
     worker = cluster.add_node(**node_args)
+    driver = None
     try:
         cluster.wait_for_nodes()
         env = {**os.environ, "RLLIB_CAPS_SMOKE_TEST": "1", "PYTHONPATH": str(Path.cwd())}
@@ -42,7 +43,7 @@ def test_two_node_sweep_uses_both_nodes_and_resumes_after_the_driver_is_killed(
                    "--address", cluster.address, "--cpus-per-trial", "1", "--checkpoint-every", "1"]
         experiment = storage / "multi"
         driver = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 400
+        deadline = time.monotonic() + 900
         while not _finished_in_state(experiment) and driver.poll() is None and time.monotonic() < deadline:
             time.sleep(1)
         assert driver.poll() is None, "the sweep ended before the driver could be killed"
@@ -54,7 +55,7 @@ def test_two_node_sweep_uses_both_nodes_and_resumes_after_the_driver_is_killed(
                         for r in finished_before}
         assert 1 <= len(finished_before) < 3
 
-        resumed = subprocess.run([*command, "--resume"], env=env, capture_output=True, text=True, timeout=600)
+        resumed = subprocess.run([*command, "--resume"], env=env, capture_output=True, text=True, timeout=900)
         assert resumed.returncode == 0, resumed.stderr[-3000:]
         records, unfinished = load_trials(experiment)
         assert len(records) == 3 and not unfinished
@@ -65,6 +66,8 @@ def test_two_node_sweep_uses_both_nodes_and_resumes_after_the_driver_is_killed(
                        if a["ActorClassName"] == "CAPSTrial"}
         assert trial_nodes == {cluster.head_node.node_id, worker.node_id}
     finally:
+        if driver is not None and driver.poll() is None:
+            driver.kill()
         cluster.shutdown()
 
 
