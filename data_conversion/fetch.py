@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -155,6 +156,7 @@ def prepare_datasets(tasks: Sequence[TaskSpec], out_root: str | Path, source: So
     runtime_env = {"env_vars": env} if env else None
     fetch_remote = ray.remote(fetch_file).options(num_cpus=FETCH_CPUS, max_retries=0, runtime_env=runtime_env)
     convert_remote = ray.remote(convert_file)
+    node_memory = {n["NodeID"]: n["Resources"].get("memory", 0) for n in ray.nodes() if n["Alive"]}
     outcomes = {t.name: Outcome(t.name, source=source.label) for t in tasks}
     started: dict[str, float] = {}
     waiting = [t.name for t in tasks]
@@ -181,7 +183,9 @@ def prepare_datasets(tasks: Sequence[TaskSpec], out_root: str | Path, source: So
                     outcome.status, outcome.rows, outcome.episodes = "up to date", value.dataset["rows"], \
                         value.dataset["episodes"]
                 else:
-                    memory = conversion_memory(value.rows, value.obs_dim, value.act_dim)
+                    # never more than the node has, or the task could never be scheduled
+                    memory = int(min(conversion_memory(value.rows, value.obs_dim, value.act_dim),
+                                 node_memory.get(value.node_id, math.inf)))
                     placement = NodeAffinitySchedulingStrategy(value.node_id, soft=False) if value.node_id else None
                     running[convert_remote.options(num_cpus=1, memory=memory, scheduling_strategy=placement,
                                                    runtime_env=runtime_env).remote(name, value.path, out_root)] = \
@@ -243,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     import ray
 
     try:
-        ray.init(address=args.address, include_dashboard=False, log_to_driver=False)
+        ray.init(address=args.address or "local", include_dashboard=False, log_to_driver=False)
     except Exception as err:  # ray.init raises a bare Exception when it cannot start or join
         print(f"error: {'--address ' + args.address + ': cannot join' if args.address else 'cannot start'} "
               f"Ray: {err}", file=sys.stderr)

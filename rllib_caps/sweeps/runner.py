@@ -155,7 +155,8 @@ def start_ray(address: str | None, dashboard: bool) -> str | None:
         if address:
             context = ray.init(address=address, log_to_driver=False)
         else:
-            context = ray.init(include_dashboard=dashboard, dashboard_host="127.0.0.1", log_to_driver=False)
+            context = ray.init(address="local", include_dashboard=dashboard, dashboard_host="127.0.0.1",
+                               log_to_driver=False)  # a new local Ray, never a cluster already running here
     except Exception as err:  # ray.init raises a bare Exception when its processes time out
         if address:
             raise SweepError(f"--address {address}: cannot join the Ray cluster: {err}") from err
