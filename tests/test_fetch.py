@@ -20,7 +20,7 @@ from data_conversion.dsrl_format import write_dsrl_hdf5
 from data_conversion.fetch import Outcome, conversion_memory, current_dataset, format_outcomes, prepare_datasets
 from data_conversion.sources import DirSource, FetchError, HubSource, UrlSource, parse_source, parse_sums
 from rllib_caps.data.validation import file_sha256
-from rllib_caps.envs.compat.dsrl import dataset_file_name, load_infos
+from rllib_caps.envs.compat.dsrl import dataset_file_name, hub_url_prefix, load_infos
 from rllib_caps.envs.tasks import get_task
 from rllib_caps.report.records import load_trials
 
@@ -69,11 +69,14 @@ def by_task(outcomes: list[Outcome]) -> dict[str, Outcome]:
     return {o.task: o for o in outcomes}
 
 
-def test_dsrl_urls_point_at_the_hub_with_dsrl_file_names() -> None:
+def test_dsrl_urls_point_at_the_hub_with_dsrl_file_names(monkeypatch: pytest.MonkeyPatch) -> None:
     urls = load_infos().DATASET_URLS
     assert len(urls) == 38
-    assert urls["BallCircle"] == ("https://huggingface.co/datasets/YYY-45/DSRL/resolve/main/"
-                                  "SafetyBallCircle-v0-80-886.hdf5")
+    assert urls["BallCircle"] == hub_url_prefix() + "SafetyBallCircle-v0-80-886.hdf5"
+    monkeypatch.delenv("HF_ENDPOINT", raising=False)
+    assert hub_url_prefix() == "https://huggingface.co/datasets/YYY-45/DSRL/resolve/main/"
+    monkeypatch.setenv("HF_ENDPOINT", "http://mirror.example/")
+    assert hub_url_prefix() == "http://mirror.example/datasets/YYY-45/DSRL/resolve/main/"
     assert dataset_file_name("easysparse") == "SafeMetaDrive-easysparse-v0-85-1000.hdf5"
 
 
@@ -231,3 +234,15 @@ def test_tune_prepare_on_an_empty_data_root_trains(tmp_path: Path, files: dict[s
     assert "BallCircle" in proc.stdout and "converted" in proc.stdout  # the preparation table
     records, unfinished = load_trials(tmp_path / "results" / "sweep")
     assert len(records) == 1 and not unfinished and records[0].task == "BallCircle"
+
+
+def test_dsrl_to_parquet_without_h5_downloads_from_the_hub_endpoint(tmp_path: Path, files: dict[str, bytes]) -> None:
+    name = dataset_file_name("CarRun")
+    with HubServer({name: files[name]}) as hub:
+        env = {**os.environ, "PYTHONPATH": str(Path.cwd()), "HF_ENDPOINT": hub.url,
+               "DSRL_DATASET_DIR": str(tmp_path / "dsrl")}
+        proc = subprocess.run([sys.executable, "-m", "data_conversion.dsrl_to_parquet", "--task", "CarRun", "--out",
+                               str(tmp_path / "CarRun")], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (tmp_path / "dsrl" / name).read_bytes() == files[name]
+    assert json.loads((tmp_path / "CarRun" / "metadata.json").read_text())["source"]["file"] == name
