@@ -42,12 +42,13 @@ READY = ("converted", "up to date")
 FORWARDED_ENV = ("HF_ENDPOINT", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "HF_HUB_DOWNLOAD_TIMEOUT",
                  "HF_HUB_ETAG_TIMEOUT", "HF_HUB_DISABLE_XET", "RLLIB_CAPS_CACHE")
 FETCH_CPUS = 0.25  # getting a file is I/O and hashing
-# Peak resident memory of one conversion (measured in benchmarks/bench_fetch.py): a fixed part (the worker's
-# Python, NumPy, Arrow and HDF5), the whole-file scalar columns and episode index per row, and the buffers of
-# one read chunk, scaled by the row's width.
-MEMORY_BASE = 400 * 2**20
+# Peak resident memory of one conversion: a fixed part (Python, NumPy, Arrow, HDF5 and the Ray worker), the
+# whole-file scalar columns and episode index per row, and the buffers of one read chunk, scaled by the row's
+# width. Measured outside Ray (benchmarks/bench_fetch.py, AntCircle-sized rows): 466 MiB at 131 k rows, 531 MiB
+# at 1 M, 606 MiB at 2.9 M, i.e. about 53 bytes per row; the figures below leave a margin for the Ray worker.
+MEMORY_BASE = 450 * 2**20
 MEMORY_PER_ROW = 64
-MEMORY_CHUNK_COPIES = 8
+MEMORY_CHUNK_COPIES = 4
 
 
 @dataclass

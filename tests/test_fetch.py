@@ -158,6 +158,8 @@ def test_interrupted_download_resumes_and_mismatched_files_are_refused(tmp_path:
                                                                                .hexdigest()).exists()
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(300)
 def test_server_down_one_line_per_task_and_nonzero_exit(tmp_path: Path) -> None:
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
