@@ -31,22 +31,22 @@ TASK = "AntCircle"
 OBS_DIM, ACT_DIM, EPISODE_STEPS = 34, 8, 500
 
 
-def generate(path: Path, rows: int, seed: int = 0) -> None:
+def generate(path: Path, rows: int, seed: int = 0, obs_dim: int = OBS_DIM, act_dim: int = ACT_DIM) -> None:
     """Write a synthetic DSRL file of `rows` rows in chunks, unless a matching one is already there."""
     with contextlib.suppress(DsrlFormatError), DsrlReader(path) as reader:
-        if (reader.rows, reader.obs_dim, reader.act_dim) == (rows, OBS_DIM, ACT_DIM):
+        if (reader.rows, reader.obs_dim, reader.act_dim) == (rows, obs_dim, act_dim):
             return
     rng = np.random.default_rng(seed)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with DsrlWriter(path, OBS_DIM, ACT_DIM) as writer:
+    with DsrlWriter(path, obs_dim, act_dim) as writer:
         for start in range(0, rows, READ_CHUNK_ROWS):
             n = min(READ_CHUNK_ROWS, rows - start)
             step = np.arange(start, start + n) % EPISODE_STEPS
             writer.append(
                 {
-                    "observations": rng.standard_normal((n, OBS_DIM), np.float32),
-                    "next_observations": rng.standard_normal((n, OBS_DIM), np.float32),
-                    "actions": rng.uniform(-1, 1, (n, ACT_DIM)).astype(np.float32),
+                    "observations": rng.standard_normal((n, obs_dim), np.float32),
+                    "next_observations": rng.standard_normal((n, obs_dim), np.float32),
+                    "actions": rng.uniform(-1, 1, (n, act_dim)).astype(np.float32),
                     "rewards": rng.standard_normal(n, np.float32),
                     "costs": (rng.random(n) < 0.1).astype(np.float32),
                     "terminals": np.zeros(n, bool),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from rllib_caps.core.console import aligned_table
 from rllib_caps.envs.tasks import SUITES, TaskSpec, select_tasks
 
 
@@ -27,9 +28,7 @@ def format_table(tasks: list[TaskSpec]) -> str:
         )
         for t in tasks
     ]
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
-                     for r in [header, *rows])
+    return aligned_table(header, rows)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -6,6 +6,7 @@ print the paper's table.
     python -m rllib_caps.tune --tasks bullet --seeds 0 10 20 --heads 2 4 8 --config tune_configs/paper.yaml
     python -m rllib_caps.tune --config tune_configs/paper.yaml --name paper --resume   # after an interruption
     python -m rllib_caps.tune --search optuna --config tune_configs/optuna.yaml --tasks BallCircle
+    python -m rllib_caps.tune --tasks bullet --prepare --config tune_configs/paper.yaml   # fetch missing data first
 
 The work is done in ``rllib_caps.sweeps`` (options, trials, resources, runner, search) and
 ``rllib_caps.report``; this module is the command line.
@@ -17,15 +18,17 @@ import argparse
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 from rllib_caps.algorithms.registry import ALGORITHMS
 from rllib_caps.core.console import divert_library_notices
 from rllib_caps.core.keys import TIME_LIMITS
-from rllib_caps.envs import SUITES
+from rllib_caps.envs import SUITES, TaskSpec
 from rllib_caps.report.records import REPORT_DIR, load_trials
 from rllib_caps.sweeps.grid import describe_grid
 from rllib_caps.sweeps.options import SweepError, SweepOptions, resolve_options
 from rllib_caps.sweeps.runner import check_experiment_dir, run_sweep, start_ray
+from rllib_caps.sweeps.trials import missing_datasets, missing_datasets_message
 
 logger = logging.getLogger("rllib_caps.tune")
 
@@ -36,6 +39,31 @@ def finished_experiment(path: Path) -> bool:
         return False
     records, unfinished = load_trials(path)
     return bool(records) and not unfinished
+
+
+def prepare_source(text: str) -> Any:
+    """The ``--prepare`` source, or a SweepError naming the flag."""
+    from data_conversion.sources import FetchError, parse_source
+
+    try:
+        return parse_source(text)
+    except FetchError as err:
+        raise SweepError(f"--prepare: {err}") from err
+
+
+def prepare_data(options: SweepOptions, missing: list[TaskSpec], source: Any) -> None:
+    """The sweep's first stage: fetch and convert the missing datasets on the running Ray cluster; a SweepError
+    naming the tasks that are still missing."""
+    from data_conversion.fetch import format_outcomes, prepare_datasets
+
+    logger.info("preparing %d missing dataset(s) from %s into %s: %s", len(missing), source.label,
+                options.data_root, ", ".join(t.name for t in missing))
+    outcomes = prepare_datasets(missing, options.data_root, source)
+    print(format_outcomes(outcomes), flush=True)
+    failed = [o.task for o in outcomes if not o.ready]
+    if failed:
+        raise SweepError(f"--prepare {options.prepare}: no dataset for {', '.join(failed)} (errors above); "
+                         "no trial was started")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -66,6 +94,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     g.add_argument("--heads", type=int, nargs="+",
                    help=f"CAPS's numbers of policy heads K, e.g. 2 4 8 [{' '.join(map(str, d.heads))}]")
     g.add_argument("--data-root", help=f"directory with one converted dataset per task, ROOT/<Task>/ [{d.data_root}]")
+    g.add_argument("--prepare", nargs="?", const="hf", metavar="SOURCE",
+                   help="first fetch and convert the tasks' missing datasets into --data-root, on the sweep's Ray "
+                        "cluster, before any trial starts; SOURCE: hf (DSRL's Hub repo, the default), a directory "
+                        "of DSRL files, or an http(s) URL prefix (see python -m data_conversion.fetch)")
     g.add_argument("--steps", type=int, help="gradient steps per trial (overrides training.steps)")
     g.add_argument("--time-limit", choices=TIME_LIMITS, help="how the critics treat time-outs (overrides "
                    "training.time_limit; docs/paper.md, choice 7)")
@@ -118,6 +150,10 @@ def main(argv: list[str] | None = None) -> int:
                   f"{options.experiment_dir / REPORT_DIR}. Nothing to do (pass --name to start another).")
             return 0
         check_experiment_dir(options.experiment_dir, bool(options.resume))
+        missing = missing_datasets(options.data_root, options.task_specs())
+        if missing and not options.prepare:
+            raise SweepError(missing_datasets_message(options.data_root, missing))
+        source = prepare_source(options.prepare) if missing else None
     except SweepError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -131,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
         message = start_ray(options.address, options.dashboard)
         if message:
             print(message, flush=True)
+        if source is not None:
+            prepare_data(options, missing, source)
         if options.search == "optuna":
             from rllib_caps.sweeps.search import run_search
 

@@ -272,6 +272,8 @@ def test_download_failure_exits_with_one_line_pointing_to_h5_and_collect(tmp_pat
         "PYTHONPATH": str(Path.cwd()),
         "http_proxy": "http://127.0.0.1:9",
         "HTTP_PROXY": "http://127.0.0.1:9",
+        "https_proxy": "http://127.0.0.1:9",  # DSRL's current URLs are https
+        "HTTPS_PROXY": "http://127.0.0.1:9",
     }  # no network either way
     proc = subprocess.run(
         [

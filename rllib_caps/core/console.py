@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 NOTICES = (
@@ -52,3 +53,10 @@ def divert_library_notices() -> Path:
             if not any(isinstance(f, _DivertNotices) for f in handler.filters):
                 handler.addFilter(divert)
     return path
+
+
+def aligned_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """``header`` and ``rows`` as left-aligned text columns, two spaces apart."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
+                     for r in [header, *rows])

@@ -46,6 +46,7 @@ class SweepOptions:
     dashboard: bool = False
     resume: bool = False
     dry_run: bool = False  # print the planned grid and its trial count, run nothing
+    prepare: str | None = None  # fetch and convert missing datasets first: hf, a directory or a URL prefix
     search: str | None = None
     num_samples: int = 10
     training: dict[str, Any] = field(default_factory=dict)
@@ -110,6 +111,11 @@ def _is_int_list(value: Any) -> bool:
 
 def check_options(options: SweepOptions, source: str) -> None:
     """Types and values that would otherwise fail inside a trial, or silently repeat work."""
+    for flag, value in (("--storage", options.storage), ("--data-root", options.data_root)):
+        if "://" in str(value):
+            raise SweepError(f"{source}: {flag} {value}: a URI is not supported; the sweep reads results and "
+                             "datasets as local files, so mount the bucket on every node (e.g. s3fs, gcsfuse) and "
+                             "pass the mount path (docs/sweeps.md, Several machines)")
     for name in ("seeds", "heads"):
         values = getattr(options, name)
         if not _is_int_list(values):

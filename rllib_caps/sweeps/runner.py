@@ -10,13 +10,15 @@ from typing import Any
 
 from rllib_caps.data import DatasetError
 from rllib_caps.data.validation import check_dataset
-from rllib_caps.envs import TaskSpec, get_task
+from rllib_caps.envs import TaskSpec
 from rllib_caps.sweeps.grid import describe_grid, grid_variants
 from rllib_caps.sweeps.options import SweepError, SweepOptions
 from rllib_caps.sweeps.resources import TrialResources, plan_resources
 from rllib_caps.sweeps.trials import (
     dataset_dir,
     describe_trial,
+    missing_datasets,
+    missing_datasets_message,
     trial_class,
     trial_config,
     trial_logger,
@@ -36,22 +38,15 @@ def setup_dict(options: SweepOptions, resources: TrialResources) -> dict[str, An
 def check_trials(options: SweepOptions, tasks: Sequence[TaskSpec], setup: Mapping[str, Any]) -> None:
     """Checks every task's dataset (all missing ones named in one message) and builds and validates every
     planned (algorithm, task, axes) config in the driver, so mistakes fail before Tune starts."""
-    missing = []
+    missing = missing_datasets(options.data_root, tasks)
+    if missing:
+        raise SweepError(missing_datasets_message(options.data_root, missing))
     for task in tasks:
         try:
             check_dataset(dataset_dir(options.data_root, task), task=task.name, obs_dim=task.obs_dim,
                           act_dim=task.act_dim)
-        except SweepError:
-            missing.append(task.name)
         except DatasetError as err:
             raise SweepError(f"--data-root {options.data_root}: {err}") from err
-    if len(missing) > 1:
-        raise SweepError(f"--data-root {options.data_root}: no converted dataset for {len(missing)} tasks: "
-                         f"{', '.join(missing)}. Convert each with `python -m data_conversion.dsrl_to_parquet "
-                         f"--task TASK --out {Path(options.data_root) / 'TASK'}` (or collect it first with "
-                         "`python -m data_conversion.collect`).")
-    if missing:
-        dataset_dir(options.data_root, get_task(missing[0]))  # raises the one-task message
     for scope, settings in [("training", setup["training"]), *setup["overrides"].items()]:
         unknown = unknown_settings(options.algos, {k: v for k, v in (settings or {}).items()
                                                    if not (k.startswith("K") and k[1:].isdigit())})
@@ -168,7 +163,8 @@ def start_ray(address: str | None, dashboard: bool) -> str | None:
         if address:
             context = ray.init(address=address, log_to_driver=False)
         else:
-            context = ray.init(include_dashboard=dashboard, dashboard_host="127.0.0.1", log_to_driver=False)
+            context = ray.init(address="local", include_dashboard=dashboard, dashboard_host="127.0.0.1",
+                               log_to_driver=False)  # a new local Ray, never a cluster already running here
     except Exception as err:  # ray.init raises a bare Exception when its processes time out
         if address:
             raise SweepError(f"--address {address}: cannot join the Ray cluster: {err}") from err

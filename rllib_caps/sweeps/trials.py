@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +67,20 @@ def settings_for(algo: str, settings: Mapping[str, Any]) -> dict[str, Any]:
 def unknown_settings(algos: list[str], settings: Mapping[str, Any]) -> list[str]:
     """Settings that none of ``algos`` has (typos, or settings of an algorithm not in the sweep)."""
     return sorted(set(settings) - {k for algo in algos for k in settings_for(algo, settings)})
+
+
+def missing_datasets(data_root: str | Path, tasks: Sequence[TaskSpec]) -> list[TaskSpec]:
+    """The tasks that have no converted dataset under ``data_root``."""
+    return [task for task in tasks if not (Path(data_root).resolve() / task.name / DATA_DIR).is_dir()]
+
+
+def missing_datasets_message(data_root: str | Path, missing: Sequence[TaskSpec]) -> str:
+    """One message naming every missing dataset and the commands that make them."""
+    names = ",".join(task.name for task in missing)
+    return (f"--data-root {data_root}: no converted dataset for {len(missing)} task(s): {names.replace(',', ', ')}. "
+            f"Get and convert them with `python -m data_conversion.fetch --tasks {names} --out {data_root}` (from "
+            "DSRL's Hugging Face Hub repo; --source DIR for a directory of DSRL files), or add --prepare [SOURCE] "
+            "to this command; or collect a task's data from its simulator with `python -m data_conversion.collect`.")
 
 
 def trial_config(trial: Mapping[str, Any]) -> Any:

@@ -1,0 +1,81 @@
+"""A sweep on a 2-node Ray cluster on this machine (``ray.cluster_utils.Cluster``): trials land on both nodes,
+results and checkpoints go to ``--storage``, and after the driver is killed ``--resume`` finishes the sweep
+without rerunning the trials that had finished."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from sim_datasets import make_data_root
+
+from rllib_caps.report.records import load_trials
+
+
+def _finished_in_state(experiment: Path) -> bool:
+    """Whether Tune's experiment state in ``experiment`` records a finished trial."""
+    return any("TERMINATED" in f.read_text(errors="replace") for f in experiment.glob("experiment_state*.json"))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_two_node_sweep_uses_both_nodes_and_resumes_after_the_driver_is_killed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ray.cluster_utils import Cluster
+
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")  # the nodes and the driver agree without a token file
+    monkeypatch.setenv("RLLIB_CAPS_SMOKE_TEST", "1")  # read by the trials, in the nodes' worker processes
+    data_root = make_data_root(tmp_path / "data", ["BallCircle"], episodes=3)
+    storage = tmp_path / "shared"  # the path both nodes write results and checkpoints to
+    node_args = {"num_cpus": 1, "object_store_memory": 100 * 2**20}
+    cluster = Cluster(initialize_head=True, head_node_args={**node_args, "include_dashboard": False})
+    worker = cluster.add_node(**node_args)
+    driver = None
+    try:
+        cluster.wait_for_nodes()
+        env = {**os.environ, "PYTHONPATH": str(Path.cwd())}
+        command = [sys.executable, "-m", "rllib_caps.tune", "--tasks", "BallCircle", "--seeds", "0", "10", "20",
+                   "--heads", "2", "--data-root", str(data_root), "--storage", str(storage), "--name", "multi",
+                   "--address", cluster.address, "--cpus-per-trial", "1", "--checkpoint-every", "1"]
+        experiment = storage / "multi"
+        driver = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 600
+        while not _finished_in_state(experiment) and driver.poll() is None and time.monotonic() < deadline:
+            time.sleep(1)
+        assert driver.poll() is None, "the sweep ended before the driver could be killed"
+        assert _finished_in_state(experiment), "no trial finished in time"
+        driver.send_signal(signal.SIGKILL)
+        driver.wait()
+        finished_before, _ = load_trials(experiment)
+        lines_before = {r.trial_dir.name: len((r.trial_dir / "result.json").read_text().splitlines())
+                        for r in finished_before}
+        assert 1 <= len(finished_before) < 3
+
+        resumed = subprocess.run([*command, "--resume"], env=env, capture_output=True, text=True, timeout=900)
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+        records, unfinished = load_trials(experiment)
+        assert len(records) == 3 and not unfinished
+        for name, lines in lines_before.items():  # not rerun: no result appended
+            assert len((experiment / name / "result.json").read_text().splitlines()) == lines
+        assert all(r.checkpoint is not None and r.checkpoint.is_relative_to(storage) for r in records)
+        trial_nodes = {a["Address"]["NodeID"] for a in cluster.global_state.actor_table(None).values()
+                       if a["ActorClassName"] == "CAPSTrial"}
+        assert trial_nodes == {cluster.head_node.node_id, worker.node_id}
+    finally:
+        if driver is not None and driver.poll() is None:
+            driver.kill()
+        cluster.shutdown()
+
+
+def test_storage_and_data_root_uris_are_refused_with_the_mount_advice() -> None:
+    from rllib_caps.sweeps.options import SweepError, resolve_options
+    from rllib_caps.tune import parse_args
+
+    for flag, uri in (("--storage", "s3://bucket/results"), ("--data-root", "gs://bucket/datasets")):
+        with pytest.raises(SweepError, match=f"{flag} {uri}: a URI is not supported.*mount"):
+            resolve_options(parse_args([flag, uri]))
