@@ -4,6 +4,8 @@ policies on a small finite CMDP (exact DP of ``tests/cmdp.py``), and the critic 
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +18,8 @@ from rllib_caps.core.time_limit import remaining_time
 from rllib_caps.data import TransitionDataset
 from rllib_caps.data.schema import ACTIONS, COSTS, DTYPES, EPS_ID, NEXT_OBS, REWARDS, TERMINATEDS, TRUNCATEDS, T
 from rllib_caps.data.schema import OBS as OBS_COLUMN
+
+BUNDLED = Path(__file__).resolve().parents[1] / "datasets" / "BallCircle"
 
 
 def test_fqe_loss_by_hand() -> None:
@@ -130,3 +134,30 @@ def test_module_switching_reads_the_override() -> None:
     _, offline_reward, offline_cost = module.head_values(obs, zeros)
     _, kept_reward, kept_cost = module.head_values(obs, zeros, critics.reward_only())
     assert torch.equal(kept_cost, offline_cost) and not torch.equal(kept_reward, offline_reward)
+
+
+@pytest.mark.slow
+def test_evaluate_cli_switches_with_fqe_critics_of_a_trained_checkpoint(ray_session, tmp_path, monkeypatch,
+                                                                       capsys) -> None:
+    from rllib_caps.algorithms.registry import build_config
+    from rllib_caps.evaluate import main as evaluate_main
+    from rllib_caps.train import train
+
+    monkeypatch.setenv("RLLIB_CAPS_SMOKE_TEST", "1")
+    algo, _ = train(build_config("caps", "BallCircle", BUNDLED, steps=20, heads=2, seed=0), progress=False)
+    algo.save_to_path(tmp_path / "ckpt")
+    algo.stop()
+    monkeypatch.chdir(tmp_path)
+    assert evaluate_main(["--checkpoint", "ckpt", "--critic", "fqe-reward", "--data", str(BUNDLED)]) == 0
+    assert "BallCircle (fqe-reward critics)" in capsys.readouterr().out
+    out = tmp_path / "results" / "fqe.json"
+    assert evaluate_main(["--checkpoint", "ckpt", "--critic", "offline", "fqe-both", "--data", str(BUNDLED),
+                          "--thresholds", "20", "--out", str(out)]) == 0
+    saved = json.loads(out.read_text())
+    assert set(saved) == {"offline", "fqe-both"} and list(saved["fqe-both"]["thresholds"]) == ["20"]
+    assert [p.name for p in out.parent.iterdir()] == ["fqe.json"]  # nothing temporary left behind
+    # The default --data is datasets/<task> under the working directory: here there is none, and it says so.
+    assert evaluate_main(["--checkpoint", "ckpt", "--critic", "fqe-reward"]) == 2
+    assert "datasets/BallCircle" in capsys.readouterr().err
+    assert evaluate_main(["--checkpoint", "ckpt", "--critic", "fqe-reward", "--head", "0", "--data", str(BUNDLED)]) == 2
+    assert "--head acts with one head" in capsys.readouterr().err

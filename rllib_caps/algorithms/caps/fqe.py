@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 from torch import nn
@@ -22,10 +23,12 @@ from tqdm import tqdm
 
 from rllib_caps.core.losses import polyak_update
 from rllib_caps.core.nets import TwinQ
+from rllib_caps.core.rollout import evaluate_policy
 from rllib_caps.core.smoke import smoke_test
 from rllib_caps.core.time_limit import episode_ends
 from rllib_caps.data import TransitionDataset
 from rllib_caps.data.schema import ACTIONS, COSTS, NEXT_OBS, OBS, REWARDS, T
+from rllib_caps.envs import TaskSpec
 
 CRITICS = ("offline", "fqe-reward", "fqe-both")  # which critics the switching rule reads
 ACTION_CHUNK = 65_536  # dataset rows per actor call when precomputing the heads' next actions
@@ -164,3 +167,25 @@ def fit_module_fqe(module: nn.Module, dataset: TransitionDataset, critic: str, s
     return fit_fqe(module.actor, module.critic_input, dataset, hidden=list(cfg["hidden"]), gamma=float(cfg["gamma"]),
                    time_limit=cfg.get("time_limit", "bootstrap"), fit_cost=critic == "fqe-both", settings=settings,
                    progress=progress)
+
+
+def evaluate_critics(policy: Any, dataset: TransitionDataset, task: TaskSpec, thresholds: Sequence[float],
+                     episodes: int, critics: Sequence[str], settings: FQESettings, *, seed: int = 0,
+                     progress: bool = True) -> dict[str, dict[str, Any]]:
+    """Critic variant -> the results schema of ``policy`` (a ``CAPSPolicy``) rolled out with that variant's
+    critics. One FQE fit serves every FQE variant: with ``"fqe-both"`` among them Q̂^c is fitted too, and
+    ``"fqe-reward"`` reuses its Q̂^r. Every variant sees the same episode seeds."""
+    unknown = [c for c in critics if c not in CRITICS]
+    if unknown:
+        raise ValueError(f"critics must be among {CRITICS}, got {unknown}")
+    fitted = None
+    if any(c != "offline" for c in critics):
+        fitted = fit_module_fqe(policy.module, dataset, "fqe-both" if "fqe-both" in critics else "fqe-reward",
+                                settings, progress=progress)
+    chosen = {"offline": None, "fqe-both": fitted, "fqe-reward": fitted.reward_only() if fitted else None}
+    results = {}
+    for critic in critics:
+        policy.critics = chosen[critic]
+        results[critic] = evaluate_policy(policy, task, thresholds, episodes, seed=seed, progress=progress)
+    policy.critics = None
+    return results
