@@ -40,8 +40,17 @@ class AlgorithmEntry:
         return getattr(importlib.import_module(module), name)
 
 
+# Ablation axes of a trial (`--backbones`, `--actors`, `--critics`) and their defaults, left out of the labels.
+AXIS_DEFAULTS = {"backbone": "iql", "actor": "shared", "critic": "offline"}
+
+
 def _caps_label(params: Mapping[str, Any]) -> str:
+    """``K=<K>``, then the ablation axes that differ from their default (e.g. ``sacbc``, ``separate``,
+    ``fqe-reward``), then any searched β and λ."""
     label = f"K={int(params['heads'])}"
+    for axis, default in AXIS_DEFAULTS.items():
+        if params.get(axis, default) != default:
+            label += f" {params[axis]}"
     search = params.get("search") or {}
     if "awr_beta" in search:
         label += f" β={search['awr_beta']:.3g}"

@@ -9,3 +9,6 @@ HEAD = "head"  # extra model output: which policy head acted (0 for single-polic
 RESULTS_KEY = "dsrl"  # evaluation/dsrl/...: the DSRL-scored results per threshold (rllib_caps.core.evaluation)
 LEGACY_RESULTS_KEY = "caps"  # where results written before the 0.2 layout keep them
 TIME_LIMITS = ("bootstrap", "terminal", "time_aware")  # how critics treat time-outs (rllib_caps.core.time_limit)
+# Critics the CAPS switching rule reads: the offline ones, FQE Q̂^r with the offline Q^c, FQE Q̂^r and Q̂^c
+# (rllib_caps.algorithms.caps.fqe)
+CRITICS = ("offline", "fqe-reward", "fqe-both")

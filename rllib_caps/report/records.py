@@ -1,7 +1,9 @@
 """Reading a sweep back from disk: every Tune trial's ``params.json`` and ``result.json`` (no Ray, no sweep code).
 
-A trial's params are ``{algo, task, heads, seed | seeds + __trial_index__, [search], setup}`` (see
-``rllib_caps.sweeps.trials``); this module is where they are decoded.
+A trial's params are ``{algo, task, heads, seed | seeds + __trial_index__, [backbone], [actor], [search], setup}``
+(see ``rllib_caps.sweeps.trials``); this module is where they are decoded. A trial whose sweep asked for FQE
+critics (``--critics``) also reports ``critic_evaluations`` (critic -> results, every variant on the same
+episodes) and becomes one record per critic variant: it trained once.
 """
 
 from __future__ import annotations
@@ -12,12 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rllib_caps.algorithms.registry import get_algorithm
+from rllib_caps.algorithms.registry import AXIS_DEFAULTS, get_algorithm
 from rllib_caps.core.keys import LEGACY_RESULTS_KEY, RESULTS_KEY
 from rllib_caps.envs import get_task
 
 REPORT_DIR = "report"
 TRIAL_INDEX = "__trial_index__"  # ray.tune.search.repeater.TRIAL_INDEX: the repeat (seed) index under Repeater
+CRITIC_RESULTS = "critic_evaluations"  # result key: critic variant -> results schema (rllib_caps.algorithms.caps.fqe)
 
 
 class ReportError(ValueError):
@@ -41,6 +44,9 @@ class TrialRecord:
     evaluation: dict[str, Any]
     trial_dir: Path
     checkpoint: Path | None
+    backbone: str = AXIS_DEFAULTS["backbone"]
+    actor: str = AXIS_DEFAULTS["actor"]  # "shared" or "separate" actor bodies
+    critic: str = AXIS_DEFAULTS["critic"]  # the critics the switching rule read in this evaluation
 
     @property
     def suite(self) -> str:
@@ -48,8 +54,9 @@ class TrialRecord:
 
     @property
     def config(self) -> str:
-        """The configuration label (the registry's, e.g. K and any searched parameters)."""
-        return get_algorithm(self.algo).trial_label({"heads": self.heads, "search": self.search})
+        """The configuration label (the registry's, e.g. K, non-default ablation axes, searched parameters)."""
+        return get_algorithm(self.algo).trial_label({"heads": self.heads, "search": self.search,
+                                                     **{axis: getattr(self, axis) for axis in AXIS_DEFAULTS}})
 
 
 def last_evaluation(result_file: Path) -> dict[str, Any] | None:
@@ -63,6 +70,20 @@ def last_evaluation(result_file: Path) -> dict[str, Any] | None:
             found = results.get(RESULTS_KEY) or results.get(LEGACY_RESULTS_KEY)
             evaluation = found or evaluation
     return evaluation
+
+
+def last_critic_evaluations(result_file: Path) -> dict[str, dict[str, Any]] | None:
+    """Critic variant -> results from the last result line with ``critic_evaluations``, else ``{"offline": the
+    last evaluation}``; None for an unfinished trial."""
+    found = None
+    if result_file.is_file():
+        for line in result_file.read_text().splitlines():
+            if line.strip() and CRITIC_RESULTS in (result := json.loads(line)):
+                found = result[CRITIC_RESULTS]
+    if found:
+        return found
+    evaluation = last_evaluation(result_file)
+    return None if evaluation is None else {AXIS_DEFAULTS["critic"]: evaluation}
 
 
 def latest_checkpoint(trial_dir: Path) -> Path | None:
@@ -81,18 +102,21 @@ def load_trials(experiment_dir: str | Path) -> tuple[list[TrialRecord], list[Pat
     records, unfinished = [], []
     for trial_dir in trial_dirs(Path(experiment_dir)):
         params = json.loads((trial_dir / "params.json").read_text())
-        evaluation = last_evaluation(trial_dir / "result.json")
-        if evaluation is None:
+        evaluations = last_critic_evaluations(trial_dir / "result.json")
+        if evaluations is None:
             unfinished.append(trial_dir)
             continue
         try:
             algo = get_algorithm(params.get("algo", "caps"))
         except ValueError as err:
             raise ReportError(f"{trial_dir / 'params.json'}: {err}") from err
-        records.append(TrialRecord(algo=algo.name, task=params["task"], heads=int(params["heads"]),
-                                   seed=trial_seed(params),
-                                   search={k: v for k, v in (params.get("search") or {}).items()
-                                           if k in algo.searchable},
-                                   evaluation=evaluation, trial_dir=trial_dir,
-                                   checkpoint=latest_checkpoint(trial_dir)))
+        for critic, evaluation in evaluations.items():
+            records.append(TrialRecord(algo=algo.name, task=params["task"], heads=int(params["heads"]),
+                                       seed=trial_seed(params),
+                                       search={k: v for k, v in (params.get("search") or {}).items()
+                                               if k in algo.searchable},
+                                       evaluation=evaluation, trial_dir=trial_dir,
+                                       checkpoint=latest_checkpoint(trial_dir),
+                                       backbone=params.get("backbone", AXIS_DEFAULTS["backbone"]),
+                                       actor=params.get("actor", AXIS_DEFAULTS["actor"]), critic=critic))
     return records, unfinished

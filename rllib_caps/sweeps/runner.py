@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rllib_caps.algorithms.registry import AXIS_DEFAULTS
 from rllib_caps.data import DatasetError
 from rllib_caps.data.validation import check_dataset
 from rllib_caps.envs import TaskSpec, get_task
@@ -22,7 +24,8 @@ logger = logging.getLogger("rllib_caps.tune")
 def setup_dict(options: SweepOptions, resources: TrialResources) -> dict[str, Any]:
     """The part of every trial config that the whole sweep shares."""
     return {"data_root": str(Path(options.data_root).resolve()), "training": options.training_settings(),
-            "overrides": options.overrides, "resources": {"cpus": resources.cpus, "gpus": resources.gpus}}
+            "overrides": options.overrides, "resources": {"cpus": resources.cpus, "gpus": resources.gpus},
+            "critics": list(options.critics), "fqe_steps": options.fqe_steps}
 
 
 def check_trials(options: SweepOptions, tasks: Sequence[TaskSpec], setup: Mapping[str, Any]) -> None:
@@ -44,17 +47,17 @@ def check_trials(options: SweepOptions, tasks: Sequence[TaskSpec], setup: Mappin
                          "`python -m data_conversion.collect`).")
     if missing:
         dataset_dir(options.data_root, get_task(missing[0]))  # raises the one-task message
-    for task in tasks:
-        for heads in options.heads:
-            try:
-                config = trial_config({"task": task.name, "heads": heads, "seed": options.seeds[0], "setup": setup})
-                config.validate()
-            except (TypeError, ValueError) as err:
-                raise SweepError(f"{task.name} K={heads}: invalid training settings "
-                                 f"(--config training/overrides): {err}") from err
-            if config.evaluation_interval is None:
-                raise SweepError("training.eval_episodes (--eval-episodes) must be >= 1: a trial's score is its "
-                                 "evaluation")
+    for task, heads, backbone, actor in itertools.product(tasks, options.heads, options.backbones, options.actors):
+        try:
+            config = trial_config({"task": task.name, "heads": heads, "seed": options.seeds[0], "backbone": backbone,
+                                   "actor": actor, "setup": setup})
+            config.validate()
+        except (TypeError, ValueError) as err:
+            raise SweepError(f"{task.name} K={heads} backbone={backbone} actor={actor}: invalid training settings "
+                             f"(--backbones, --actors, --config training/overrides): {err}") from err
+        if config.evaluation_interval is None:
+            raise SweepError("training.eval_episodes (--eval-episodes) must be >= 1: a trial's score is its "
+                             "evaluation")
 
 
 def check_experiment_dir(path: Path, resume: bool) -> None:
@@ -67,7 +70,9 @@ def check_experiment_dir(path: Path, resume: bool) -> None:
 
 def _trial_name(trial: Any) -> str:
     c = trial.config
-    return f"{c['task']}_K{c['heads']}_seed{trial_seed(c)}_{trial.trial_id}"
+    axes = "".join(f"_{c[axis]}" for axis in ("backbone", "actor") if c.get(axis, AXIS_DEFAULTS[axis]) !=
+                   AXIS_DEFAULTS[axis])
+    return f"{c['task']}_K{c['heads']}{axes}_seed{trial_seed(c)}_{trial.trial_id}"
 
 
 def run_experiment(options: SweepOptions, experiment_dir: Path, param_space: dict[str, Any], *,
@@ -101,10 +106,12 @@ def run_experiment(options: SweepOptions, experiment_dir: Path, param_space: dic
 
 
 def grid_param_space(options: SweepOptions, tasks: Sequence[TaskSpec], setup: dict[str, Any]) -> dict[str, Any]:
-    """task × K × seed as grid searches; ``setup`` is shared."""
+    """task × K × backbone × actor × seed as grid searches; ``setup`` (with the critic variants every trial
+    evaluates) is shared."""
     from ray import tune
 
     return {"task": tune.grid_search([t.name for t in tasks]), "heads": tune.grid_search(list(options.heads)),
+            "backbone": tune.grid_search(list(options.backbones)), "actor": tune.grid_search(list(options.actors)),
             "seed": tune.grid_search(list(options.seeds)), "setup": setup}
 
 
@@ -113,16 +120,17 @@ def run_sweep(options: SweepOptions) -> Path:
     import ray
 
     tasks = options.task_specs()
-    num_trials = len(tasks) * len(options.seeds) * len(options.heads)
+    num_trials = len(tasks) * len(options.seeds) * len(options.heads) * len(options.backbones) * len(options.actors)
     resources = plan_resources(num_trials, ray.cluster_resources().get("CPU", 0),
                                ray.cluster_resources().get("GPU", 0), num_gpus=options.num_gpus,
                                cpus_per_trial=options.cpus_per_trial, gpus_per_trial=options.gpus_per_trial,
                                max_concurrent=options.max_concurrent)
     setup = setup_dict(options, resources)
     check_trials(options, tasks, setup)
-    logger.info("%d trials (%d tasks × %d seeds × K in %s), %d at a time, each %g CPU / %g GPU; results in %s",
-                num_trials, len(tasks), len(options.seeds), options.heads, resources.concurrency, resources.cpus,
-                resources.gpus, options.experiment_dir)
+    logger.info("%d trials (%d tasks × %d seeds × K in %s × backbones %s × actors %s; critics %s evaluated after "
+                "each), %d at a time, each %g CPU / %g GPU; results in %s", num_trials, len(tasks), len(options.seeds),
+                options.heads, options.backbones, options.actors, options.critics, resources.concurrency,
+                resources.cpus, resources.gpus, options.experiment_dir)
     run_experiment(options, options.experiment_dir, grid_param_space(options, tasks, setup),
                    concurrency=resources.concurrency, resume=options.resume)
     return options.experiment_dir

@@ -9,17 +9,19 @@ Tune's strict metric check and searchers see them in every result.
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from rllib_caps.algorithms.registry import ALGORITHMS, build_config, canonical_settings, get_algorithm
 from rllib_caps.core.keys import RESULTS_KEY
+from rllib_caps.core.rollout import episode_seed
 from rllib_caps.data.schema import DATA_DIR
 from rllib_caps.envs import TaskSpec, get_task
-from rllib_caps.report.records import trial_seed
+from rllib_caps.report.records import CRITIC_RESULTS, trial_seed
 from rllib_caps.sweeps.options import SweepError
 
 logger = logging.getLogger("rllib_caps.tune")
@@ -53,12 +55,22 @@ def dataset_dir(data_root: str | Path, task: TaskSpec) -> Path:
     return path
 
 
+def axis_settings(trial: Mapping[str, Any]) -> dict[str, Any]:
+    """The training settings of a trial's ablation axes: ``backbone`` as is, ``actor`` as ``shared_actor``."""
+    settings = {"backbone": trial["backbone"]} if "backbone" in trial else {}
+    if "actor" in trial:
+        settings["shared_actor"] = trial["actor"] == "shared"
+    return settings
+
+
 def trial_config(trial: Mapping[str, Any]) -> Any:
-    """The algorithm config of one trial config ``{algo, task, heads, seed | seeds, [search], setup}``."""
+    """The algorithm config of one trial config ``{algo, task, heads, seed | seeds, [backbone], [actor], [search],
+    setup}``."""
     setup = trial["setup"]
     task = get_task(trial["task"])
     entry = get_algorithm(trial.get("algo", "caps"))
     settings = trial_settings(setup["training"], setup["overrides"], task, trial["heads"])
+    settings.update(axis_settings(trial))
     settings.update({k: v for k, v in (trial.get("search") or {}).items() if k in entry.searchable})
     res = setup["resources"]
     runners = int(canonical_settings(settings).get("evaluation_num_env_runners") or 0)
@@ -88,6 +100,22 @@ def sweep_metrics(evaluation: Mapping[str, Any] | None) -> dict[str, float]:
             "objective": constrained_objective(mean["normalized_reward"], mean["normalized_cost"])}
 
 
+def critic_evaluations(algo: Any, critics: Sequence[str], fqe_steps: int | None) -> dict[str, dict[str, Any]]:
+    """After training: the trained CAPS policy evaluated Ray-free with every critic variant on the same episodes
+    (FQE fitted once on the trial's dataset, on CPU), critic -> results."""
+    from rllib_caps.algorithms.caps.fqe import FQESettings, evaluate_critics
+    from rllib_caps.algorithms.caps.policy import CAPSPolicy
+    from rllib_caps.data import TransitionDataset
+
+    config = algo.config
+    policy = CAPSPolicy(copy.deepcopy(algo.get_module()).to("cpu"))
+    settings = FQESettings(steps=fqe_steps or FQESettings.steps, seed=int(config.seed or 0))
+    logger.info("FQE for %s seed %s: %d steps, then evaluating critics %s", config.task.name, config.seed,
+                settings.steps, list(critics))
+    return evaluate_critics(policy, TransitionDataset.from_parquet(config.input_), config.task, config.thresholds,
+                            config.evaluation_duration, critics, settings, seed=episode_seed(policy), progress=False)
+
+
 def _define_trial_class(algo: str) -> type:
     """The Tune trainable of ``algo``: its algorithm class, built from a trial config, ending after the
     evaluation of its last iteration. Defined on first use so importing this module does not import RLlib."""
@@ -109,7 +137,12 @@ def _define_trial_class(algo: str) -> type:
         def step(self) -> dict[str, Any]:
             result = super().step()
             metrics = sweep_metrics(result.get(EVALUATION_RESULTS, {}).get(RESULTS_KEY))
-            return {**metrics, **result, DONE: self.iteration + 1 >= self._iterations}
+            done = self.iteration + 1 >= self._iterations
+            setup = self.config.get("setup") or {}
+            critics = setup.get("critics") or ["offline"]
+            if done and critics != ["offline"]:
+                metrics[CRITIC_RESULTS] = critic_evaluations(self, critics, setup.get("fqe_steps"))
+            return {**metrics, **result, DONE: done}
 
     Trial.__name__ = Trial.__qualname__ = f"{base.__name__}Trial"
     Trial.__module__ = __name__

@@ -21,6 +21,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+from rllib_caps.core.keys import CRITICS
 from rllib_caps.core.losses import polyak_update
 from rllib_caps.core.nets import TwinQ
 from rllib_caps.core.rollout import evaluate_policy
@@ -30,7 +31,6 @@ from rllib_caps.data import TransitionDataset
 from rllib_caps.data.schema import ACTIONS, COSTS, NEXT_OBS, OBS, REWARDS, T
 from rllib_caps.envs import TaskSpec
 
-CRITICS = ("offline", "fqe-reward", "fqe-both")  # which critics the switching rule reads
 ACTION_CHUNK = 65_536  # dataset rows per actor call when precomputing the heads' next actions
 
 Actor = Callable[[torch.Tensor], torch.Tensor]  # obs (B, D) -> head actions (B, K, A)
