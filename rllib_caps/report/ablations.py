@@ -136,44 +136,45 @@ def _pm(e: Estimate, latex: bool = False) -> str:
     return rf"{e.mean:.2f} $\pm$ {e.half_width:.2f}" if latex else f"{e.mean:.2f} ± {e.half_width:.2f}"
 
 
+def _task_cells(table: AblationTable, task: str, pair: Callable[[Cell, bool], list[str]]) -> list[str]:
+    """The reward and cost cells of one task row; ``pair(cell, is_best_safe)`` formats one value's two cells."""
+    best, cells = table.best_safe(task), []
+    for value in table.values:
+        cell = table.cells.get((task, value))
+        cells += ["", ""] if cell is None else pair(cell, value == best)
+    return cells
+
+
+def _md_pair(cell: Cell, best: bool) -> list[str]:
+    reward, cost = _pm(cell.reward), _pm(cell.cost) + ("" if cell.safe else " ✗")
+    return [f"**{reward}**", f"**{cost}**"] if best else [reward, cost]
+
+
+def _tex_pair(cell: Cell, best: bool) -> list[str]:
+    """The paper's marks: bold safe, gray unsafe, blue bold the best safe."""
+    pair = [_pm(cell.reward, latex=True), _pm(cell.cost, latex=True)]
+    if not cell.safe:
+        return [rf"\textcolor{{gray}}{{{p}}}" for p in pair]
+    if best:
+        return [rf"\textcolor{{blue}}{{\textbf{{{p}}}}}" for p in pair]
+    return [rf"\textbf{{{p}}}" for p in pair]
+
+
 def format_markdown(table: AblationTable) -> str:
     header = ["Task"] + [f"{table.axis.label(v)} {m}" for v in table.values for m in ("reward ↑", "cost ↓")]
     lines = ["| " + " | ".join(header) + " |", "|:---|" + "---:|" * (len(header) - 1)]
-    for task in table.tasks:
-        best, cells = table.best_safe(task), []
-        for value in table.values:
-            cell = table.cells.get((task, value))
-            if cell is None:
-                cells += ["", ""]
-                continue
-            reward, cost = _pm(cell.reward), _pm(cell.cost) + ("" if cell.safe else " ✗")
-            cells += [f"**{reward}**", f"**{cost}**"] if value == best and len(table.values) > 1 else [reward, cost]
-        lines.append(f"| {task} | " + " | ".join(cells) + " |")
+    lines += [f"| {task} | " + " | ".join(_task_cells(table, task, _md_pair)) + " |" for task in table.tasks]
     seeds = sorted({len(c.seeds) for c in table.cells.values()})
     return "\n".join(lines) + f"\n\n{table.caption()} Seeds per cell: {', '.join(map(str, seeds))}."
 
 
 def format_latex(table: AblationTable) -> str:
-    """Booktabs (``\\usepackage{booktabs,xcolor}``), the paper's marks: bold safe, gray unsafe, blue best safe."""
+    """Booktabs (``\\usepackage{booktabs,xcolor}``) with the paper's marks."""
     n = len(table.values)
     lines = [f"% {table.caption()}", r"\begin{tabular}{l" + "cc" * n + "}", r"\toprule",
              " & " + " & ".join(rf"\multicolumn{{2}}{{c}}{{{table.axis.label(v)}}}" for v in table.values) + r" \\",
              "Task" + r" & reward $\uparrow$ & cost $\downarrow$" * n + r" \\", r"\midrule"]
-    for task in table.tasks:
-        best, cells = table.best_safe(task), []
-        for value in table.values:
-            cell = table.cells.get((task, value))
-            if cell is None:
-                cells += ["", ""]
-                continue
-            pair = [_pm(cell.reward, latex=True), _pm(cell.cost, latex=True)]
-            if not cell.safe:
-                cells += [rf"\textcolor{{gray}}{{{p}}}" for p in pair]
-            elif value == best:
-                cells += [rf"\textcolor{{blue}}{{\textbf{{{p}}}}}" for p in pair]
-            else:
-                cells += [rf"\textbf{{{p}}}" for p in pair]
-        lines.append(f"{task} & " + " & ".join(cells) + r" \\")
+    lines += [f"{task} & " + " & ".join(_task_cells(table, task, _tex_pair)) + r" \\" for task in table.tasks]
     lines += [r"\bottomrule", r"\end{tabular}"]
     return "\n".join(lines) + "\n"
 
