@@ -128,6 +128,8 @@ def _define_trial_class(algo: str) -> type:
         def __init__(self, config: dict[str, Any], **kwargs: Any) -> None:
             built = trial_config(config)
             self._iterations = built.num_iterations
+            setup = config.get("setup") or {}
+            self._critics, self._fqe_steps = setup.get("critics") or ["offline"], setup.get("fqe_steps")
             super().__init__(config=built, **kwargs)
 
         @classmethod
@@ -138,10 +140,8 @@ def _define_trial_class(algo: str) -> type:
             result = super().step()
             metrics = sweep_metrics(result.get(EVALUATION_RESULTS, {}).get(RESULTS_KEY))
             done = self.iteration + 1 >= self._iterations
-            setup = self.config.get("setup") or {}
-            critics = setup.get("critics") or ["offline"]
-            if done and critics != ["offline"]:
-                metrics[CRITIC_RESULTS] = critic_evaluations(self, critics, setup.get("fqe_steps"))
+            if done and self._critics != ["offline"]:
+                metrics[CRITIC_RESULTS] = critic_evaluations(self, self._critics, self._fqe_steps)
             return {**metrics, **result, DONE: done}
 
     Trial.__name__ = Trial.__qualname__ = f"{base.__name__}Trial"
