@@ -1,6 +1,10 @@
 """Evaluate a CAPS checkpoint at any thresholds without retraining (and without Ray).
 
     python -m rllib_caps.evaluate --checkpoint CKPT --thresholds 5 10 20 40 --episodes 20
+    python -m rllib_caps.evaluate --checkpoint CKPT --critic offline fqe-reward fqe-both --data datasets/BallCircle
+
+``--critic fqe-reward|fqe-both`` first fits FQE critics for the checkpoint's heads on the dataset
+(``rllib_caps.algorithms.caps.fqe``), then switches with them (the paper's FQE ablation).
 """
 
 from __future__ import annotations
@@ -9,10 +13,15 @@ import argparse
 import json
 import logging
 import sys
+from pathlib import Path
 from typing import Any
 
+from rllib_caps.algorithms.caps.fqe import CRITICS, FQESettings, evaluate_critics
+from rllib_caps.core.atomic import OutputNotWritableError, atomic_file
 from rllib_caps.core.results import format_results_table
 from rllib_caps.core.rollout import episode_seed, evaluate_policy
+from rllib_caps.data import DatasetError
+from rllib_caps.data.schema import OBS
 from rllib_caps.envs import TaskSpec, get_task
 
 logger = logging.getLogger("rllib_caps.evaluate")
@@ -45,12 +54,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--head", type=int, help="act with this head alone instead of switching (ablation)")
     p.add_argument("--allow-task-mismatch", action="store_true",
                    help="evaluate on --task although the checkpoint was trained on another task of the same sizes")
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--critic", nargs="+", default=["offline"], choices=CRITICS,
+                   help="critics the switching rule reads: offline (the trained Q^r, Q^c), fqe-reward (FQE Q̂^r with "
+                        "the offline Q^c), fqe-both (FQE Q̂^r and Q̂^c); several are evaluated on the same episodes "
+                        "and share one FQE fit [offline]")
+    p.add_argument("--data", help="converted dataset FQE is fitted on [datasets/<the checkpoint's task>]")
+    p.add_argument("--fqe-steps", type=int, default=FQESettings.steps,
+                   help=f"FQE gradient steps [{FQESettings.steps}]")
+    p.add_argument("--fqe-batch-size", type=int, default=FQESettings.batch_size,
+                   help=f"FQE batch size [{FQESettings.batch_size}]")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table (one critic: its results; "
+                   "several: critic -> results)")
+    p.add_argument("--out", help="also write that JSON to this file (atomically)")
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     from rllib_caps.algorithms.caps.policy import CAPSPolicy
+    from rllib_caps.data import TransitionDataset
 
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
@@ -59,7 +80,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --thresholds must be >= 0 (got {bad})" if bad else "error: --episodes must be >= 1",
               file=sys.stderr)
         return 2
+    critics = list(dict.fromkeys(args.critic))
     try:
+        settings = FQESettings(steps=args.fqe_steps, batch_size=args.fqe_batch_size)
         policy = CAPSPolicy.from_checkpoint(args.checkpoint)
         if not (args.task or policy.task):
             raise ValueError(f"{args.checkpoint}: trained on a custom env; pass --task")
@@ -67,15 +90,37 @@ def main(argv: list[str] | None = None) -> int:
         check_task_fits(policy, task, args.checkpoint, allow_mismatch=args.allow_task_mismatch)
         if args.head is not None and not 0 <= args.head < policy.num_heads:
             raise ValueError(f"--head {args.head}: the checkpoint has heads 0 to {policy.num_heads - 1}")
-    except (ValueError, FileNotFoundError) as err:
+        if args.head is not None and critics != ["offline"]:
+            raise ValueError("--head acts with one head, no critic is read: leave out --critic")
+        dataset = None
+        if critics != ["offline"]:
+            data = Path(args.data or Path("datasets") / task.name)
+            logger.info("loading %s to fit FQE critics for %s", data, ", ".join(c for c in critics if c != "offline"))
+            dataset = TransitionDataset.from_parquet(data)
+            if dataset.tensors[OBS].shape[1:] != policy.module.observation_space.shape:
+                raise ValueError(f"--data {data}: observations of size {dataset.tensors[OBS].shape[1]}; the "
+                                 f"checkpoint's have {policy.module.observation_space.shape[0]}")
+    except (ValueError, FileNotFoundError, DatasetError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     thresholds = args.thresholds or [float(k) for k in task.thresholds]
     seed = args.seed if args.seed is not None else episode_seed(policy)
-    results = evaluate_policy(policy, task, thresholds, args.episodes, seed=seed, fixed_head=args.head)
-    print(json.dumps(results, indent=2) if args.json else format_results_table(results, title=task.name))
+    if args.head is not None:
+        results = {"offline": evaluate_policy(policy, task, thresholds, args.episodes, seed=seed, fixed_head=args.head)}
+    else:
+        results = evaluate_critics(policy, dataset, task, thresholds, args.episodes, critics, settings, seed=seed)
+    payload = json.dumps(results[critics[0]] if len(critics) == 1 else results, indent=2)
+    if args.out:
+        try:
+            with atomic_file(args.out) as tmp:
+                tmp.write_text(payload + "\n")
+        except OutputNotWritableError as err:
+            print(f"error: --out: {err}", file=sys.stderr)
+            return 2
+    tables = [format_results_table(r, title=task.name + ("" if critic == "offline" else f" ({critic} critics)"))
+              for critic, r in results.items()]
+    print(payload if args.json else "\n\n".join(tables))
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -3,6 +3,7 @@ print the paper's table.
 
     python -m rllib_caps.tune --config tune_configs/quickstart.yaml
     python -m rllib_caps.tune --algos caps bc-all bc-safe --tasks BallCircle --seeds 0 10 20 --dry-run
+    python -m rllib_caps.tune --heads 2 4 8 --actors shared separate --critics offline fqe-reward fqe-both
     python -m rllib_caps.tune --tasks bullet --seeds 0 10 20 --heads 2 4 8 --config tune_configs/paper.yaml
     python -m rllib_caps.tune --config tune_configs/paper.yaml --name paper --resume   # after an interruption
     python -m rllib_caps.tune --search optuna --config tune_configs/optuna.yaml --tasks BallCircle
@@ -93,6 +94,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     g.add_argument("--seeds", type=int, nargs="+", help=f"training seeds [{' '.join(map(str, d.seeds))}]")
     g.add_argument("--heads", type=int, nargs="+",
                    help=f"CAPS's numbers of policy heads K, e.g. 2 4 8 [{' '.join(map(str, d.heads))}]")
+    g.add_argument("--backbones", nargs="+", help="offline RL backbones under the heads, one trial each (ablation: "
+                   f"iql, sacbc) [{' '.join(d.backbones)}]")
+    g.add_argument("--actors", nargs="+", help="actor bodies, one trial each: shared (paper) or separate (ablation) "
+                   f"[{' '.join(d.actors)}]")
+    g.add_argument("--critics", nargs="+", help="critics the switching rule reads, each evaluated after the same "
+                   "training (FQE ablation): offline, fqe-reward (FQE Q̂^r + offline Q^c), fqe-both (FQE Q̂^r and "
+                   f"Q̂^c) [{' '.join(d.critics)}]")
+    g.add_argument("--fqe-steps", type=int, help="FQE gradient steps per trial with --critics fqe-* [20000]")
     g.add_argument("--data-root", help=f"directory with one converted dataset per task, ROOT/<Task>/ [{d.data_root}]")
     g.add_argument("--prepare", nargs="?", const="hf", metavar="SOURCE",
                    help="first fetch and convert the tasks' missing datasets into --data-root, on the sweep's Ray "

@@ -53,8 +53,17 @@ class AlgorithmEntry:
         return getattr(importlib.import_module(module), name)
 
 
+# Ablation axes of a trial (`--backbones`, `--actors`, `--critics`) and their defaults, left out of the labels.
+AXIS_DEFAULTS = {"backbone": "iql", "actor": "shared", "critic": "offline"}
+
+
 def _caps_label(params: Mapping[str, Any]) -> str:
+    """``K=<K>``, then the ablation axes that differ from their default (e.g. ``sacbc``, ``separate``,
+    ``fqe-reward``), then any searched β and λ."""
     label = f"K={int(params['heads'])}"
+    for axis, default in AXIS_DEFAULTS.items():
+        if params.get(axis, default) != default:
+            label += f" {params[axis]}"
     search = params.get("search") or {}
     if "awr_beta" in search:
         label += f" β={search['awr_beta']:.3g}"
@@ -71,7 +80,7 @@ def fixed_label(label: str) -> Callable[[Mapping[str, Any]], str]:
 ALGORITHMS: dict[str, AlgorithmEntry] = {
     "caps": AlgorithmEntry(name="caps", config_path="rllib_caps.algorithms.caps.caps:CAPSConfig",
                            trial_label=_caps_label, searchable=("awr_beta", "lambdas"), threshold_at_deployment=True,
-                           title="CAPS", axes=("heads",)),
+                           title="CAPS", axes=("heads", "backbone", "actor")),
     # BC-All ignores κ in training: one model per seed, evaluated at every threshold (docs/baselines.md).
     "bc-all": AlgorithmEntry(name="bc-all", config_path="rllib_caps.algorithms.bc.bc:BCConfig",
                              trial_label=fixed_label("BC-All"), searchable=(), threshold_at_deployment=False,

@@ -16,3 +16,7 @@ Q_DATA, QC_DATA = "q_data", "qc_data"  # every critic net at the dataset's (s, a
 Q_NEXT, QC_NEXT = "q_next", "qc_next"  # target critics at s' and next actions (shapes per algorithm)
 Q_PI, QC_PI = "q_pi", "qc_pi"  # critics (parameters frozen) at the policy's action (shapes per algorithm)
 LOG_ALPHA, PID_INTEGRAL, PID_ERROR = "log_alpha", "pid_integral", "pid_error"  # multiplier state before this step
+
+# Critics the CAPS switching rule reads: the offline ones, FQE Q̂^r with the offline Q^c, FQE Q̂^r and Q̂^c
+# (rllib_caps.algorithms.caps.fqe)
+CRITICS = ("offline", "fqe-reward", "fqe-both")

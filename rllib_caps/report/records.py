@@ -3,6 +3,8 @@
 A trial's params are ``{algo, task, <the algorithm's axes, e.g. heads or cost_limit>, seed | seeds +
 __trial_index__, [search], setup}``; a grid sweep nests the per-algorithm part under ``variant`` (see
 ``rllib_caps.sweeps.trials``). This module is where they are decoded (``trial_params``).
+A trial whose sweep asked for FQE critics (``--critics``) also reports ``critic_evaluations`` (critic ->
+results, every variant on the same episodes) and becomes one record per critic variant: it trained once.
 """
 
 from __future__ import annotations
@@ -13,13 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rllib_caps.algorithms.registry import get_algorithm
+from rllib_caps.algorithms.registry import AXIS_DEFAULTS, get_algorithm
 from rllib_caps.core.keys import LEGACY_RESULTS_KEY, RESULTS_KEY
 from rllib_caps.envs import get_task
 
 REPORT_DIR = "report"
 TRIAL_INDEX = "__trial_index__"  # ray.tune.search.repeater.TRIAL_INDEX: the repeat (seed) index under Repeater
 VARIANT = "variant"  # a grid sweep's per-algorithm trial part: {algo, task, axes...} (Tune grid-searches it whole)
+CRITIC_RESULTS = "critic_evaluations"  # result key: critic variant -> results schema (rllib_caps.algorithms.caps.fqe)
 
 
 class ReportError(ValueError):
@@ -50,6 +53,9 @@ class TrialRecord:
     trial_dir: Path
     checkpoint: Path | None
     cost_limit: float | None = None  # κ the trial was trained for (None if κ is chosen at deployment or ignored)
+    backbone: str = AXIS_DEFAULTS["backbone"]
+    actor: str = AXIS_DEFAULTS["actor"]  # "shared" or "separate" actor bodies
+    critic: str = AXIS_DEFAULTS["critic"]  # the critics the switching rule read in this evaluation
 
     @property
     def suite(self) -> str:
@@ -57,8 +63,9 @@ class TrialRecord:
 
     @property
     def config(self) -> str:
-        """The configuration label (the registry's, e.g. K and any searched parameters)."""
-        return get_algorithm(self.algo).trial_label({"heads": self.heads, "search": self.search})
+        """The configuration label (the registry's, e.g. K, non-default ablation axes, searched parameters)."""
+        return get_algorithm(self.algo).trial_label({"heads": self.heads, "search": self.search,
+                                                     **{axis: getattr(self, axis) for axis in AXIS_DEFAULTS}})
 
     @property
     def title(self) -> str:
@@ -79,6 +86,20 @@ def last_evaluation(result_file: Path) -> dict[str, Any] | None:
     return evaluation
 
 
+def last_critic_evaluations(result_file: Path) -> dict[str, dict[str, Any]] | None:
+    """Critic variant -> results from the last result line with ``critic_evaluations``, else ``{"offline": the
+    last evaluation}``; None for an unfinished trial."""
+    found = None
+    if result_file.is_file():
+        for line in result_file.read_text().splitlines():
+            if line.strip() and CRITIC_RESULTS in (result := json.loads(line)):
+                found = result[CRITIC_RESULTS]
+    if found:
+        return found
+    evaluation = last_evaluation(result_file)
+    return None if evaluation is None else {AXIS_DEFAULTS["critic"]: evaluation}
+
+
 def latest_checkpoint(trial_dir: Path) -> Path | None:
     checkpoints = sorted(trial_dir.glob("checkpoint_*"))
     return checkpoints[-1] if checkpoints else None
@@ -95,8 +116,8 @@ def load_trials(experiment_dir: str | Path) -> tuple[list[TrialRecord], list[Pat
     records, unfinished = [], []
     for trial_dir in trial_dirs(Path(experiment_dir)):
         params = trial_params(json.loads((trial_dir / "params.json").read_text()))
-        evaluation = last_evaluation(trial_dir / "result.json")
-        if evaluation is None:
+        evaluations = last_critic_evaluations(trial_dir / "result.json")
+        if evaluations is None:
             unfinished.append(trial_dir)
             continue
         try:
@@ -104,11 +125,15 @@ def load_trials(experiment_dir: str | Path) -> tuple[list[TrialRecord], list[Pat
         except ValueError as err:
             raise ReportError(f"{trial_dir / 'params.json'}: {err}") from err
         heads, cost_limit = params.get("heads"), params.get("cost_limit")
-        records.append(TrialRecord(algo=algo.name, task=params["task"], heads=None if heads is None else int(heads),
-                                   cost_limit=None if cost_limit is None else float(cost_limit),
-                                   seed=trial_seed(params),
-                                   search={k: v for k, v in (params.get("search") or {}).items()
-                                           if k in algo.searchable},
-                                   evaluation=evaluation, trial_dir=trial_dir,
-                                   checkpoint=latest_checkpoint(trial_dir)))
+        for critic, evaluation in evaluations.items():
+            records.append(TrialRecord(algo=algo.name, task=params["task"],
+                                       heads=None if heads is None else int(heads),
+                                       cost_limit=None if cost_limit is None else float(cost_limit),
+                                       seed=trial_seed(params),
+                                       search={k: v for k, v in (params.get("search") or {}).items()
+                                               if k in algo.searchable},
+                                       evaluation=evaluation, trial_dir=trial_dir,
+                                       checkpoint=latest_checkpoint(trial_dir),
+                                       backbone=params.get("backbone", AXIS_DEFAULTS["backbone"]),
+                                       actor=params.get("actor", AXIS_DEFAULTS["actor"]), critic=critic))
     return records, unfinished

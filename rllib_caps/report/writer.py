@@ -12,6 +12,8 @@ EXPERIMENT_DIR/report/ atomically:
   when there are several; suite averages; the number of safe tasks per column.
 - ``cost_limits.{md,csv,tex,json}`` with ``--cost-limits``: the paper's cost-limit ablation (Table 2): the
   same checkpoints evaluated at scaled limits without retraining, counting safe tasks.
+- ``ablation_<axis>.{md,csv,tex}`` for every ablation axis the sweep varies (K, actors, backbone, critics;
+  ``rllib_caps.report.ablations``): mean ± 95% CI over seeds per task, with safe marks.
 - ``reward_cost.png``, ``kappa.png``, ``head_usage.png`` (see ``rllib_caps.report.plots``).
 """
 
@@ -24,6 +26,10 @@ from pathlib import Path
 
 from rllib_caps.core.atomic import OutputExistsError, atomic_directory
 from rllib_caps.envs.metadrive import FIDELITY_NOTE
+from rllib_caps.report.ablations import AblationTable, ablation_tables
+from rllib_caps.report.ablations import format_csv as ablations_csv
+from rllib_caps.report.ablations import format_latex as ablations_tex
+from rllib_caps.report.ablations import format_markdown as ablations_md
 from rllib_caps.report.cost_limits import (
     CostLimitTable,
     cost_limit_table,
@@ -41,10 +47,13 @@ class Report:
     unfinished: list[Path]  # trial directories without an evaluation
 
 
-def build_markdown(table: MainTable, unfinished: Sequence[Path], cost_limits: CostLimitTable | None) -> str:
+def build_markdown(table: MainTable, unfinished: Sequence[Path], cost_limits: CostLimitTable | None,
+                   ablations: Sequence[AblationTable] = ()) -> str:
     algos = sorted({r.algo for r in table.rows})
     title = "CAPS" if algos == ["caps"] else "Main table"
     parts = [f"## {title}: normalised reward and cost", "", format_markdown(table, ci=True)]
+    for ablation in ablations:
+        parts += ["", f"## Ablation: {ablation.axis.title}", "", ablations_md(ablation)]
     if any(r.suite == "metadrive" for r in table.rows):
         parts += ["", f"Caveat: {FIDELITY_NOTE}"]
     if unfinished:
@@ -73,22 +82,27 @@ def write_report(experiment_dir: str | Path, *, out: str | Path | None = None, f
         raise ReportError(f"{out_dir}: already exists (use --force to overwrite)")
     table = MainTable(summarize(records))
     limits_table = evaluations = None
+    deployed = [r for r in records if r.critic == "offline"]  # one record per checkpoint
     if cost_limits:
-        evaluations = evaluate_cost_limits(records, episodes, jobs)
-        limits_table = cost_limit_table(records, evaluations)
-    markdown = build_markdown(table, unfinished, limits_table)
+        evaluations = evaluate_cost_limits(deployed, episodes, jobs)
+        limits_table = cost_limit_table(deployed, evaluations)
+    ablations = ablation_tables(records)
+    markdown = build_markdown(table, unfinished, limits_table, ablations)
     try:
         with atomic_directory(out_dir, force=force) as tmp:
             (tmp / "report.md").write_text(markdown + "\n")
             (tmp / "main_table.md").write_text(format_markdown(table, ci=True) + "\n")
             (tmp / "main_table.csv").write_text(format_csv(table))
             (tmp / "main_table.tex").write_text(format_latex(table, ci=True))
+            for ablation in ablations:
+                for fmt, render in (("md", ablations_md), ("csv", ablations_csv), ("tex", ablations_tex)):
+                    (tmp / f"ablation_{ablation.axis.name}.{fmt}").write_text(render(ablation).rstrip("\n") + "\n")
             if limits_table is not None:
                 for fmt in ("md", "csv", "tex"):
                     (tmp / f"cost_limits.{fmt}").write_text(format_cost_limits(limits_table, fmt) + "\n")
                 (tmp / "cost_limits.json").write_text(json.dumps(evaluations, indent=1))
             plot_reward_cost(table.rows, tmp / "reward_cost.png")
-            plot_kappa(table.rows, records, evaluations, tmp / "kappa.png")
+            plot_kappa(table.rows, deployed if cost_limits else records, evaluations, tmp / "kappa.png")
             plot_head_usage(table.rows, tmp / "head_usage.png")
     except OutputExistsError as err:
         raise ReportError(str(err)) from err

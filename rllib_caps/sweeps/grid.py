@@ -15,7 +15,7 @@ from rllib_caps.algorithms.registry import COST_LIMIT_AXIS, get_algorithm
 from rllib_caps.envs import TaskSpec
 from rllib_caps.sweeps.options import SweepError, SweepOptions
 
-AXIS_OPTIONS = {"heads": "heads"}  # axis -> the SweepOptions field (flag) that lists its values
+AXIS_OPTIONS = {"heads": "heads", "backbone": "backbones", "actor": "actors"}  # axis -> its SweepOptions field
 
 
 def axis_values(options: SweepOptions, task: TaskSpec, axis: str) -> list[Any]:
@@ -39,7 +39,7 @@ def grid_variants(options: SweepOptions, tasks: Sequence[TaskSpec]) -> list[dict
 
 
 def _values(values: Sequence[Any]) -> str:
-    return "{" + ", ".join(f"{v:g}" for v in values) + "}"
+    return "{" + ", ".join(v if isinstance(v, str) else f"{v:g}" for v in values) + "}"
 
 
 def describe_grid(options: SweepOptions, tasks: Sequence[TaskSpec]) -> str:

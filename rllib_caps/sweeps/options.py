@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 
 from rllib_caps.algorithms.registry import ALGORITHMS
+from rllib_caps.core.keys import CRITICS
 from rllib_caps.envs import TaskSpec, select_tasks
 
 
@@ -29,6 +30,10 @@ class SweepOptions:
     tasks: str = "BallCircle"
     seeds: list[int] = field(default_factory=lambda: [0, 10, 20])
     heads: list[int] = field(default_factory=lambda: [2])
+    backbones: list[str] = field(default_factory=lambda: ["iql"])  # grid axis: CAPSConfig backbone
+    actors: list[str] = field(default_factory=lambda: ["shared"])  # grid axis: shared or separate actor bodies
+    critics: list[str] = field(default_factory=lambda: ["offline"])  # evaluation variants of every trial (FQE)
+    fqe_steps: int | None = None  # FQE gradient steps per trial [rllib_caps.algorithms.caps.fqe.FQESettings]
     data_root: str = "datasets"
     storage: str = "results"
     name: str = "sweep"
@@ -104,6 +109,9 @@ def resolve_options(args: argparse.Namespace) -> SweepOptions:
     return options
 
 
+ACTORS = ("shared", "separate")
+
+
 def _is_int_list(value: Any) -> bool:
     return isinstance(value, list) and bool(value) and all(isinstance(v, int) and not isinstance(v, bool)
                                                            for v in value)
@@ -129,6 +137,17 @@ def check_options(options: SweepOptions, source: str) -> None:
     for algo in options.algos:
         if algo not in ALGORITHMS:
             raise SweepError(f"{source}: algos: unknown algorithm {algo!r}; known: {', '.join(ALGORITHMS)}")
+    for name, allowed in (("backbones", None), ("actors", ACTORS), ("critics", CRITICS)):
+        values = getattr(options, name)
+        if not (isinstance(values, list) and values and all(isinstance(v, str) for v in values)):
+            raise SweepError(f"{source}: {name} must be a non-empty list of names, got {values!r}")
+        if len(set(values)) != len(values):
+            raise SweepError(f"{source}: {name} {values} repeats a value; each must appear once")
+        wrong = [v for v in values if allowed is not None and v not in allowed]
+        if wrong:
+            raise SweepError(f"{source}: {name} {wrong} unknown; choose from {', '.join(allowed)}")
+    if options.fqe_steps is not None and options.fqe_steps < 1:
+        raise SweepError(f"{source}: fqe_steps must be >= 1, got {options.fqe_steps}")
     hidden = options.training.get("hidden")
     if hidden is not None and not _is_int_list(hidden):
         raise SweepError(f"{source}: training.hidden must be a list of integers, got {hidden!r}")

@@ -32,7 +32,8 @@ logger = logging.getLogger("rllib_caps.tune")
 def setup_dict(options: SweepOptions, resources: TrialResources) -> dict[str, Any]:
     """The part of every trial config that the whole sweep shares."""
     return {"data_root": str(Path(options.data_root).resolve()), "training": options.training_settings(),
-            "overrides": options.overrides, "resources": {"cpus": resources.cpus, "gpus": resources.gpus}}
+            "overrides": options.overrides, "resources": {"cpus": resources.cpus, "gpus": resources.gpus},
+            "critics": list(options.critics), "fqe_steps": options.fqe_steps}
 
 
 def check_trials(options: SweepOptions, tasks: Sequence[TaskSpec], setup: Mapping[str, Any]) -> None:

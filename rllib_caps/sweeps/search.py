@@ -99,7 +99,8 @@ def best_parameters(records: Iterable[TrialRecord]) -> dict[tuple[str, int], dic
     normalised reward and cost, with those averages."""
     groups: dict[tuple[str, int, str], list[TrialRecord]] = defaultdict(list)
     for r in records:
-        groups[(r.task, r.heads, yaml.safe_dump(r.search, sort_keys=True))].append(r)
+        if r.critic == "offline":  # the critics the sample trained; FQE variants are evaluations of the same trial
+            groups[(r.task, r.heads, yaml.safe_dump(r.search, sort_keys=True))].append(r)
     best: dict[tuple[str, int], dict[str, Any]] = {}
     for (task, heads, _), group in groups.items():
         reward = float(np.mean([r.evaluation["mean"]["normalized_reward"] for r in group]))

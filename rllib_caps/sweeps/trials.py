@@ -13,17 +13,25 @@ Tune's strict metric check and searchers see them in every result.
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rllib_caps.algorithms.registry import SETTING_ALIASES, build_config, canonical_settings, get_algorithm
+from rllib_caps.algorithms.registry import (
+    AXIS_DEFAULTS,
+    SETTING_ALIASES,
+    build_config,
+    canonical_settings,
+    get_algorithm,
+)
 from rllib_caps.core.keys import RESULTS_KEY
+from rllib_caps.core.rollout import episode_seed
 from rllib_caps.data.schema import DATA_DIR
 from rllib_caps.envs import TaskSpec, get_task
-from rllib_caps.report.records import trial_params, trial_seed
+from rllib_caps.report.records import CRITIC_RESULTS, trial_params, trial_seed
 from rllib_caps.sweeps.options import SweepError
 
 logger = logging.getLogger("rllib_caps.tune")
@@ -83,6 +91,15 @@ def missing_datasets_message(data_root: str | Path, missing: Sequence[TaskSpec])
             "to this command; or collect a task's data from its simulator with `python -m data_conversion.collect`.")
 
 
+def axis_settings(axes: Sequence[str], trial: Mapping[str, Any]) -> dict[str, Any]:
+    """The training settings of a trial's axis values: each as is, but ``actor`` ("shared"/"separate") as
+    ``shared_actor``."""
+    settings = {axis: trial[axis] for axis in axes if axis in trial and axis != "actor"}
+    if "actor" in axes and "actor" in trial:
+        settings["shared_actor"] = trial["actor"] == "shared"
+    return settings
+
+
 def trial_config(trial: Mapping[str, Any]) -> Any:
     """The algorithm config of one trial config ``{algo, task, <axes>, seed | seeds, [search], setup}`` (axes
     possibly nested under ``variant``)."""
@@ -93,7 +110,7 @@ def trial_config(trial: Mapping[str, Any]) -> Any:
     settings = settings_for(entry.name, trial_settings(setup["training"], setup["overrides"], task,
                                                        trial.get("heads")))
     settings.update({k: v for k, v in (trial.get("search") or {}).items() if k in entry.searchable})
-    settings.update({axis: trial[axis] for axis in entry.axes})
+    settings.update(axis_settings(entry.axes, trial))
     res = setup["resources"]
     runners = int(canonical_settings(settings).get("evaluation_num_env_runners") or 0)
     config = build_config(entry.name, task.name, dataset_dir(setup["data_root"], task),
@@ -122,6 +139,22 @@ def sweep_metrics(evaluation: Mapping[str, Any] | None) -> dict[str, float]:
             "objective": constrained_objective(mean["normalized_reward"], mean["normalized_cost"])}
 
 
+def critic_evaluations(algo: Any, critics: Sequence[str], fqe_steps: int | None) -> dict[str, dict[str, Any]]:
+    """After training: the trained CAPS policy evaluated Ray-free with every critic variant on the same episodes
+    (FQE fitted once on the trial's dataset, on CPU), critic -> results."""
+    from rllib_caps.algorithms.caps.fqe import FQESettings, evaluate_critics
+    from rllib_caps.algorithms.caps.policy import CAPSPolicy
+    from rllib_caps.data import TransitionDataset
+
+    config = algo.config
+    policy = CAPSPolicy(copy.deepcopy(algo.get_module()).to("cpu"))
+    settings = FQESettings(steps=fqe_steps or FQESettings.steps, seed=int(config.seed or 0))
+    logger.info("FQE for %s seed %s: %d steps, then evaluating critics %s", config.task.name, config.seed,
+                settings.steps, list(critics))
+    return evaluate_critics(policy, TransitionDataset.from_parquet(config.input_), config.task, config.thresholds,
+                            config.evaluation_duration, critics, settings, seed=episode_seed(policy), progress=False)
+
+
 def _define_trial_class() -> type:
     """``SweepTrial``: the Tune trainable of every algorithm. It builds the trial's algorithm (whose class the
     registry's config names) and delegates to it: ``train()`` per step, ending after the evaluation of the last
@@ -141,12 +174,19 @@ def _define_trial_class() -> type:
         def setup(self, config: dict[str, Any]) -> None:
             built = trial_config(config)
             self._iterations = built.num_iterations
+            # FQE critic variants (--critics) are evaluations of a trained CAPS policy; other algorithms have none.
+            critics = (config.get("setup") or {}).get("critics") or ["offline"]
+            self._critics = critics if trial_params(config)["algo"] == "caps" else ["offline"]
+            self._fqe_steps = (config.get("setup") or {}).get("fqe_steps")
             self.algorithm = built.build_algo()
 
         def step(self) -> dict[str, Any]:
             result = self.algorithm.train()
             metrics = sweep_metrics(result.get(EVALUATION_RESULTS, {}).get(RESULTS_KEY))
-            return {**metrics, **result, DONE: self.iteration + 1 >= self._iterations}
+            done = self.iteration + 1 >= self._iterations
+            if done and self._critics != ["offline"]:
+                metrics[CRITIC_RESULTS] = critic_evaluations(self.algorithm, self._critics, self._fqe_steps)
+            return {**metrics, **result, DONE: done}
 
         def save_checkpoint(self, checkpoint_dir: str) -> None:
             self.algorithm.save_to_path(checkpoint_dir)
@@ -184,9 +224,16 @@ AXIS_ABBREVIATIONS = {"heads": "K", "cost_limit": "kappa"}  # in trial names and
 
 
 def axis_parts(params: Mapping[str, Any]) -> list[str]:
-    """``["K2"]``, ``["kappa10"]``, ...: the trial's axis values of its algorithm, for names and logs."""
-    entry = get_algorithm(params["algo"])
-    return [f"{AXIS_ABBREVIATIONS.get(axis, axis)}{params[axis]:g}" for axis in entry.axes]
+    """``["K2"]``, ``["kappa10"]``, ``["K2", "sacbc", "separate"]``: the trial's axis values of its algorithm, for
+    names and logs; ablation axes at their default (``AXIS_DEFAULTS``) are left out."""
+    parts = []
+    for axis in get_algorithm(params["algo"]).axes:
+        value = params.get(axis, AXIS_DEFAULTS.get(axis))
+        if axis in AXIS_DEFAULTS:
+            parts += [] if value == AXIS_DEFAULTS[axis] else [str(value)]
+        else:
+            parts.append(f"{AXIS_ABBREVIATIONS.get(axis, axis)}{value:g}")
+    return parts
 
 
 def describe_trial(config: Mapping[str, Any]) -> str:

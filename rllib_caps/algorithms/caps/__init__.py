@@ -5,5 +5,6 @@
 - ``torch/``: the torch module and learner;
 - ``losses.py``: the CAPS(IQL) losses; ``switching.py``: the switching rule (pure functions, no Ray);
 - ``policy.py``: ``CAPSPolicy``, Ray-free deployment;
+- ``fqe.py``: FQE critics of the heads for the switching rule (the paper's FQE ablation, no Ray);
 - ``keys.py``: the module's training outputs.
 """

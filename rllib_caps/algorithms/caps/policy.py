@@ -30,6 +30,7 @@ With ``autoreset_mode=SAME_STEP`` the first observation comes with the ending st
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -58,8 +59,9 @@ def module_checkpoint_dir(path: str | Path) -> Path:
 class CAPSPolicy:
     """The CAPS switching policy on CPU; ``budget`` (a ``BudgetTracker``) keeps c_<t and t per episode."""
 
-    def __init__(self, module: RLModule) -> None:
+    def __init__(self, module: RLModule, critics: Any = None) -> None:
         self.module = module.eval()
+        self.critics = critics  # None: the module's offline critics; else e.g. fqe.FQECritics (head_values)
         self.budget: BudgetTracker | None = None  # set by reset(); act() refuses to run without a budget
 
     @classmethod
@@ -149,7 +151,7 @@ class CAPSPolicy:
         if self.fixed_head is None:
             actions, heads = self.module.switching_actions(
                 obs_tensor, torch.from_numpy(self.budget.spent), torch.from_numpy(self.budget.step.astype(np.float64)),
-                self.threshold,
+                self.threshold, self.critics,
             )
         else:
             actions = self.module.actor(obs_tensor)[:, self.fixed_head]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from ray.rllib.core.columns import Columns
@@ -51,6 +51,13 @@ from rllib_caps.core.time_limit import remaining_time
 from rllib_caps.data.schema import T
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
+
+
+class CriticOverride(Protocol):
+    """Critics the switching rule reads in place of the module's own (e.g. ``fqe.FQECritics``)."""
+
+    def replace(self, critic_obs: torch.Tensor, head_actions: torch.Tensor, q_reward: torch.Tensor,
+                q_cost: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]: ...
 
 
 class MultiHeadActor(nn.Module):
@@ -155,27 +162,33 @@ class DefaultCAPSTorchRLModule(TorchRLModule, DefaultCAPSRLModule):
     def set_cost_threshold(self, threshold: float) -> None:
         self.cost_threshold = float(threshold)
 
-    def head_values(self, obs: torch.Tensor, step: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def head_values(self, obs: torch.Tensor, step: torch.Tensor, critics: CriticOverride | None = None
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Every head's action with its Q^r (min twin) and pessimistic Q^c in cost units at step ``step``.
 
         Returns ``(means (B, K, A), q_reward (B, K), q_cost (B, K))``; the online critics are used
-        (docs/paper.md, choice 6). With ``clamp_cost_q`` (the authors' SAC+BC code) Q^c is clamped at ≥ 0, so no
-        head is feasible once the budget is spent (docs/paper.md, choice 5).
+        (docs/paper.md, choice 6). ``critics`` (e.g. the FQE critics of ``rllib_caps.algorithms.caps.fqe``)
+        replaces some or all of these values: ``critics.replace(critic_obs, means, q_reward, q_cost)``. With
+        ``clamp_cost_q`` (the authors' SAC+BC code) Q^c is then clamped at ≥ 0, so no head is feasible once the
+        budget is spent (docs/paper.md, choice 5).
         """
         means = self.actor(obs)
         critic_obs = self.critic_input(obs, step)
         obs_k = critic_obs.unsqueeze(1).expand(-1, self.num_heads, -1)
         qr1, qr2 = self.qr(obs_k, means)
         qc1, qc2 = self.qc(obs_k, means)
-        q_cost = torch.max(self.cost_sign * qc1, self.cost_sign * qc2)
+        q_reward, q_cost = torch.min(qr1, qr2), torch.max(self.cost_sign * qc1, self.cost_sign * qc2)
+        if critics is not None:
+            q_reward, q_cost = critics.replace(critic_obs, means, q_reward, q_cost)
         if self.clamp_cost_q:
             q_cost = q_cost.clamp(min=0.0)
-        return means, torch.min(qr1, qr2), q_cost
+        return means, q_reward, q_cost
 
     def switching_actions(self, obs: torch.Tensor, cost_spent: torch.Tensor, step: torch.Tensor,
-                          cost_threshold: torch.Tensor | float) -> tuple[torch.Tensor, torch.Tensor]:
-        """The CAPS action for each state and the head that produced it."""
-        means, q_reward, q_cost = self.head_values(obs, step)
+                          cost_threshold: torch.Tensor | float, critics: CriticOverride | None = None
+                          ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The CAPS action for each state and the head that produced it (``critics``: see ``head_values``)."""
+        means, q_reward, q_cost = self.head_values(obs, step, critics)
         threshold = remaining_budget_threshold(cost_threshold, cost_spent, step, self.horizon, self.gamma)
         heads = select_heads(q_reward, q_cost, threshold)
         actions = means[torch.arange(means.shape[0], device=means.device), heads]

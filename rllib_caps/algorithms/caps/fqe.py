@@ -1,0 +1,191 @@
+"""Fitted Q evaluation (Le et al., 2019) of every CAPS head on the training dataset: the paper's FQE ablation
+(Sec. "Ablation Studies", "Off-policy evaluation"; Appendix "Results for FQE Variants of CAPS").
+
+After training, each head π_k (the deterministic mean action the switching rule uses) gets its own twin
+critic Q̂^r_k, and with ``"fqe-both"`` also Q̂^c_k, fitted on the same dataset by TD regression onto
+``signal + γ (1 − end) Q̂'_k(s', π_k(s'))`` with Polyak-averaged targets. The switching rule then reads these
+in place of the offline critics (``"fqe-reward"``: Q̂^r with the offline Q^c; ``"fqe-both"``: Q̂^r and Q̂^c)
+through ``head_values(..., critics=...)`` of the CAPS module. Choices are documented in docs/paper.md,
+"FQE ablation". Pure torch: no Ray import.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+from torch import nn
+from tqdm import tqdm
+
+from rllib_caps.core.keys import CRITICS
+from rllib_caps.core.losses import polyak_update
+from rllib_caps.core.nets import TwinQ
+from rllib_caps.core.rollout import evaluate_policy
+from rllib_caps.core.smoke import smoke_test
+from rllib_caps.core.time_limit import episode_ends
+from rllib_caps.data import TransitionDataset
+from rllib_caps.data.schema import ACTIONS, COSTS, NEXT_OBS, OBS, REWARDS, T
+from rllib_caps.envs import TaskSpec
+
+ACTION_CHUNK = 65_536  # dataset rows per actor call when precomputing the heads' next actions
+
+Actor = Callable[[torch.Tensor], torch.Tensor]  # obs (B, D) -> head actions (B, K, A)
+CriticInput = Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor]  # (obs, step) -> critic input
+
+
+@dataclass(frozen=True)
+class FQESettings:
+    """FQE hyperparameters; the network sizes and γ come from the evaluated module."""
+
+    steps: int = 20_000
+    batch_size: int = 512
+    lr: float = 3e-4
+    tau: float = 0.005  # Polyak coefficient of the target critics, applied after every step
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"FQE {name} must be >= 1, got {getattr(self, name)}")
+        if not (self.lr > 0 and 0 < self.tau <= 1):
+            raise ValueError(f"FQE needs lr > 0 and 0 < tau <= 1, got lr={self.lr}, tau={self.tau}")
+
+    def limited(self) -> FQESettings:
+        """Under ``RLLIB_CAPS_SMOKE_TEST``: at most 20 steps of batches of at most 32; otherwise unchanged."""
+        if not smoke_test():
+            return self
+        return replace(self, steps=min(self.steps, 20), batch_size=min(self.batch_size, 32))
+
+
+def fqe_loss(q1: torch.Tensor, q2: torch.Tensor, next_q1: torch.Tensor, next_q2: torch.Tensor,
+             signal: torch.Tensor, ends: torch.Tensor, gamma: float) -> torch.Tensor:
+    """FQE's TD regression for one twin critic: each twin i regresses onto
+    ``signal + γ (1 − end) Q̂'_i(s', π(s'))`` from its own target (no min/max: FQE estimates Q^π itself, the
+    switching rule applies the pessimistic twin afterwards). ``ends``: 1.0 where the bootstrap stops."""
+    keep = gamma * (1.0 - ends.float())
+    y1, y2 = (signal + keep * next_q1).detach(), (signal + keep * next_q2).detach()
+    return 0.5 * ((q1 - y1).pow(2).mean() + (q2 - y2).pow(2).mean())
+
+
+class FQECritics(nn.Module):
+    """Per-head FQE critics: ``reward[k]`` holds Q̂^r_k (raw reward units), ``cost[k]`` Q̂^c_k (cost units,
+    trained on +c) or ``cost is None`` when only the reward side was fitted."""
+
+    def __init__(self, critic_obs_dim: int, act_dim: int, hidden: list[int], num_heads: int, fit_cost: bool) -> None:
+        super().__init__()
+        self.num_heads = num_heads
+        self.reward = nn.ModuleList(TwinQ(critic_obs_dim, act_dim, hidden) for _ in range(num_heads))
+        self.cost = (nn.ModuleList(TwinQ(critic_obs_dim, act_dim, hidden) for _ in range(num_heads))
+                     if fit_cost else None)
+        self.use_cost = fit_cost  # whether ``replace`` also replaces Q^c
+
+    def reward_only(self) -> FQECritics:
+        """The same fitted critics, replacing Q^r only (the ``"fqe-reward"`` variant of a ``"fqe-both"`` fit)."""
+        view = copy.copy(self)  # shares the networks; ``use_cost`` is the view's own
+        view.use_cost = False
+        return view
+
+    def replace(self, critic_obs: torch.Tensor, head_actions: torch.Tensor, q_reward: torch.Tensor,
+                q_cost: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The switching rule's ``(Q^r, Q^c)``, each ``(B, K)``, with the fitted heads' values in place of the
+        offline ones: Q̂^r_k(s, π_k(s)) as the min twin, Q̂^c_k as the max twin (as for the offline critics)."""
+        q_reward = torch.stack([torch.min(*self.reward[k](critic_obs, head_actions[:, k]))
+                                for k in range(self.num_heads)], dim=1)
+        if self.use_cost:
+            q_cost = torch.stack([torch.max(*self.cost[k](critic_obs, head_actions[:, k]))
+                                  for k in range(self.num_heads)], dim=1)
+        return q_reward, q_cost
+
+
+@torch.no_grad()
+def head_actions(actor: Actor, obs: torch.Tensor) -> torch.Tensor:
+    """Every head's action at every row of ``obs``, ``(N, K, A)``, in chunks (the actor is fixed during FQE)."""
+    return torch.cat([actor(obs[i:i + ACTION_CHUNK]) for i in range(0, obs.shape[0], ACTION_CHUNK)])
+
+
+def fit_fqe(actor: Actor, critic_input: CriticInput, dataset: TransitionDataset, *, hidden: list[int],
+            gamma: float, time_limit: str, fit_cost: bool, settings: FQESettings,
+            progress: bool = True) -> FQECritics:
+    """Fits Q̂^r_k (and with ``fit_cost`` Q̂^c_k) for every head k of ``actor`` on ``dataset``.
+
+    ``critic_input(obs, step)`` builds the critics' state input (with ``time_limit="time_aware"`` it appends the
+    remaining time); ``time_limit`` decides where the bootstrap stops (``rllib_caps.core.time_limit``), as for
+    the offline critics. Rewards are not scaled (only Q^r's order across heads matters to the switching rule);
+    costs are in the env's units, as the threshold is.
+    """
+    settings = settings.limited()
+    tensors = dataset.tensors
+    next_actions = head_actions(actor, tensors[NEXT_OBS].float())
+    num_heads, act_dim = next_actions.shape[1], next_actions.shape[2]
+    critic_obs_dim = critic_input(tensors[OBS][:1].float(), tensors[T][:1]).shape[-1]
+    critics = FQECritics(critic_obs_dim, act_dim, hidden, num_heads, fit_cost).to(next_actions.device)
+    targets = FQECritics(critic_obs_dim, act_dim, hidden, num_heads, fit_cost).to(next_actions.device)
+    targets.load_state_dict(critics.state_dict())
+    targets.requires_grad_(False)
+    optimizer = torch.optim.Adam(critics.parameters(), lr=settings.lr)
+    generator = torch.Generator(device=next_actions.device).manual_seed(settings.seed)
+    sides = [(critics.reward, targets.reward, REWARDS)]
+    if fit_cost:
+        sides.append((critics.cost, targets.cost, COSTS))
+    for _ in tqdm(range(settings.steps), desc="FQE", unit="step", disable=not progress, mininterval=1.0):
+        idx = torch.randint(len(dataset), (settings.batch_size,), generator=generator, device=next_actions.device)
+        batch = {name: t[idx] for name, t in tensors.items()}
+        x = critic_input(batch[OBS].float(), batch[T])
+        x_next = critic_input(batch[NEXT_OBS].float(), batch[T] + 1)
+        ends = episode_ends(batch, time_limit)
+        loss = torch.zeros((), device=x.device)
+        for online, target, column in sides:
+            for k in range(num_heads):
+                with torch.no_grad():
+                    next_q1, next_q2 = target[k](x_next, next_actions[idx, k])
+                q1, q2 = online[k](x, batch[ACTIONS])
+                loss = loss + fqe_loss(q1, q2, next_q1, next_q2, batch[column].float(), ends, gamma)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        polyak_update(critics, targets, settings.tau)
+    if not math.isfinite(loss.item()):
+        raise FloatingPointError(f"FQE diverged (loss {loss.item()}); lower the learning rate or tau")
+    return critics.eval()
+
+
+def fit_module_fqe(module: nn.Module, dataset: TransitionDataset, critic: str, settings: FQESettings,
+                   progress: bool = True) -> FQECritics | None:
+    """The critics a CAPS module switches with under ``critic`` (one of ``CRITICS``): None for ``"offline"``,
+    else FQE fitted for its heads with the module's hidden sizes, γ and time-limit handling."""
+    if critic not in CRITICS:
+        raise ValueError(f"critic must be one of {CRITICS}, got {critic!r}")
+    if critic == "offline":
+        return None
+    cfg = module.model_config
+    device = next(module.parameters()).device
+    dataset = TransitionDataset({k: v.to(device) for k, v in dataset.tensors.items()})
+    return fit_fqe(module.actor, module.critic_input, dataset, hidden=list(cfg["hidden"]), gamma=float(cfg["gamma"]),
+                   time_limit=cfg.get("time_limit", "bootstrap"), fit_cost=critic == "fqe-both", settings=settings,
+                   progress=progress)
+
+
+def evaluate_critics(policy: Any, dataset: TransitionDataset, task: TaskSpec, thresholds: Sequence[float],
+                     episodes: int, critics: Sequence[str], settings: FQESettings, *, seed: int = 0,
+                     progress: bool = True) -> dict[str, dict[str, Any]]:
+    """Critic variant -> the results schema of ``policy`` (a ``CAPSPolicy``) rolled out with that variant's
+    critics. One FQE fit serves every FQE variant: with ``"fqe-both"`` among them Q̂^c is fitted too, and
+    ``"fqe-reward"`` reuses its Q̂^r. Every variant sees the same episode seeds."""
+    unknown = [c for c in critics if c not in CRITICS]
+    if unknown:
+        raise ValueError(f"critics must be among {CRITICS}, got {unknown}")
+    fitted = None
+    if any(c != "offline" for c in critics):
+        fitted = fit_module_fqe(policy.module, dataset, "fqe-both" if "fqe-both" in critics else "fqe-reward",
+                                settings, progress=progress)
+    chosen = {"offline": None, "fqe-both": fitted, "fqe-reward": fitted.reward_only() if fitted else None}
+    results = {}
+    for critic in critics:
+        policy.critics = chosen[critic]
+        results[critic] = evaluate_policy(policy, task, thresholds, episodes, seed=seed, progress=progress)
+    policy.critics = None
+    return results
