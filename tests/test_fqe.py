@@ -124,7 +124,7 @@ def test_module_switching_reads_the_override() -> None:
     with torch.no_grad():
         for nets, bias in ((critics.reward, (0.0, 5.0, 1.0)), (critics.cost, (0.0, 0.0, 0.0))):
             for k, twin in enumerate(nets):
-                for q in (twin.q1, twin.q2):
+                for q in twin.members:
                     q[-1].weight.zero_()
                     q[-1].bias.fill_(bias[k])
         _, q_reward, q_cost = module.head_values(obs, zeros, critics)
