@@ -12,7 +12,7 @@ import pytest
 from sim_datasets import make_data_root  # tests/sim_datasets.py
 
 from rllib_caps.report import load_trials, write_report
-from rllib_caps.report.records import CRITIC_RESULTS
+from rllib_caps.report.records import CRITIC_RESULTS, trial_params
 from rllib_caps.sweeps.options import SweepError, SweepOptions, check_options, resolve_options
 from rllib_caps.sweeps.resources import TrialResources
 from rllib_caps.sweeps.runner import check_trials, grid_param_space, run_sweep, setup_dict
@@ -51,8 +51,10 @@ def test_grid_has_backbone_and_actor_axes_and_trials_train_what_they_say(data_ro
                            critics=["offline", "fqe-reward"], data_root=str(data_root), training=TINY_TRAINING)
     setup = setup_dict(options, RESOURCES)
     space = grid_param_space(options, options.task_specs(), setup)
-    assert space["backbone"] == {"grid_search": ["iql"]} and space["actor"] == {"grid_search": ["shared", "separate"]}
-    assert space["heads"] == {"grid_search": [2, 4]} and "critic" not in space  # critics: no extra training
+    variants = space["variant"]["grid_search"]
+    assert [(v["heads"], v["backbone"], v["actor"]) for v in variants] == [
+        (2, "iql", "shared"), (2, "iql", "separate"), (4, "iql", "shared"), (4, "iql", "separate")]
+    assert not any("critic" in v for v in variants)  # critics: no extra training
     assert setup["critics"] == ["offline", "fqe-reward"]
     check_trials(options, options.task_specs(), setup)  # every (K, backbone, actor) builds and validates
     base = {"task": "BallCircle", "heads": 4, "seed": 0, "setup": setup}
@@ -62,7 +64,7 @@ def test_grid_has_backbone_and_actor_axes_and_trials_train_what_they_say(data_ro
     assert trial_config(base).shared_actor is True  # trials of older sweeps have no axes
     # A backbone the algorithm does not know fails in the driver, naming the flag.
     options.backbones = ["iql", "nope"]
-    with pytest.raises(SweepError, match=r"backbone=nope.*--backbones.*backbone must be one of"):
+    with pytest.raises(SweepError, match=r"K2 nope seed=0.*--backbones.*backbone must be one of"):
         check_trials(options, options.task_specs(), setup_dict(options, RESOURCES))
 
 
@@ -83,7 +85,7 @@ def test_small_ablation_sweep_reports_the_ablation_tables_with_cis(ray_address: 
     for trial_dir in {r.trial_dir for r in records}:
         last = json.loads((trial_dir / "result.json").read_text().splitlines()[-1])
         assert set(last[CRITIC_RESULTS]) == {"offline", "fqe-reward"}
-        params = json.loads((trial_dir / "params.json").read_text())
+        params = trial_params(json.loads((trial_dir / "params.json").read_text()))
         assert ("separate" in trial_dir.name) == (params["actor"] == "separate")
     assert {r.config for r in records} == {"K=2", "K=2 separate", "K=2 fqe-reward", "K=2 separate fqe-reward"}
     report = write_report(experiment)

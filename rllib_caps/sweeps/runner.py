@@ -60,8 +60,8 @@ def check_trials(options: SweepOptions, tasks: Sequence[TaskSpec], setup: Mappin
             config = trial_config(trial)
             config.validate()
         except (TypeError, ValueError) as err:
-            raise SweepError(f"{describe_trial(trial)}: invalid training settings "
-                             f"(--config training/overrides): {err}") from err
+            raise SweepError(f"{describe_trial(trial)}: invalid training settings (--config training/overrides, or an "
+                             f"axis flag: --heads, --backbones, --actors): {err}") from err
         if config.evaluation_interval is None:
             raise SweepError("training.eval_episodes (--eval-episodes) must be >= 1: a trial's score is its "
                              "evaluation")
