@@ -4,6 +4,8 @@ Polyak step of the target nets after every optimiser step."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection, Mapping
+from typing import Any
 
 import torch
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
@@ -21,6 +23,18 @@ class OfflineSafeTorchLearner(TorchLearner, OfflineSafeLearner):
     Loss terms are logged once per ``Learner.update`` call (the last step's, as RLlib's window of 1 keeps only
     that one anyway): ``record_losses`` keeps them, ``after_gradient_based_update`` logs them.
     """
+
+    def register_adam_optimizers(self, module_id: str, groups: Mapping[str, tuple[Any, float]],
+                                 unscheduled: Collection[str] = ()) -> dict[str, torch.optim.Adam]:
+        """One Adam per named group ``name -> (network or parameter list, learning rate)``, registered with RLlib,
+        which keeps each at its learning rate; groups in ``unscheduled`` are left to the caller's own schedule."""
+        optimizers = {}
+        for name, (net, lr) in groups.items():
+            params = list(net.parameters()) if isinstance(net, torch.nn.Module) else list(net)
+            optimizers[name] = torch.optim.Adam(params, lr=lr)
+            self.register_optimizer(module_id=module_id, optimizer_name=name, optimizer=optimizers[name],
+                                    params=params, lr_or_lr_schedule=None if name in unscheduled else lr)
+        return optimizers
 
     def record_losses(self, module_id: str, losses: dict[str, torch.Tensor]) -> None:
         """Keeps this step's loss terms (detached) to be logged at the end of the update call."""

@@ -173,10 +173,7 @@ class VAEActorCriticTorchLearner(OfflineSafeTorchLearner):
         module = self._module[module_id]
         groups = {"actor": (module.actor, config.actor_lr), "vae": (module.vae, config.vae_lr),
                   "qr": (module.qr, config.critic_lr), "qc": (module.qc, config.critic_lr)}
-        for name, (net, lr) in groups.items():
-            params = self.get_parameters(net)
-            self.register_optimizer(module_id=module_id, optimizer_name=name, optimizer=torch.optim.Adam(params),
-                                    params=params, lr_or_lr_schedule=lr)
+        self.register_adam_optimizers(module_id, groups)
 
     @override(TorchLearner)
     def compute_loss_for_module(self, *, module_id: ModuleID, config: Any, batch: dict,

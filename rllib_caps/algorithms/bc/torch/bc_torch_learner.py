@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import torch
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.utils.annotations import override
@@ -35,9 +34,7 @@ class BCTorchLearner(OfflineSafeTorchLearner):
 
     @override(TorchLearner)
     def configure_optimizers_for_module(self, module_id: ModuleID, config: Any = None) -> None:
-        params = self.get_parameters(self._module[module_id])
-        self.register_optimizer(module_id=module_id, optimizer_name="actor", optimizer=torch.optim.Adam(params),
-                                params=params, lr_or_lr_schedule=config.actor_lr)
+        self.register_adam_optimizers(module_id, {"actor": (self._module[module_id], config.actor_lr)})
 
     @override(TorchLearner)
     def compute_loss_for_module(self, *, module_id: ModuleID, config: Any, batch: dict,

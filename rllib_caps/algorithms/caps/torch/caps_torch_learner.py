@@ -41,16 +41,13 @@ class CAPSTorchLearner(OfflineSafeTorchLearner):
 
     @override(TorchLearner)
     def configure_optimizers_for_module(self, module_id: ModuleID, config: Any = None) -> None:
-        module = self._module[module_id]
         self._actor_lr_schedulers = getattr(self, "_actor_lr_schedulers", {})
-        for name, (params, lr) in optimizer_groups(module, config).items():
-            optimizer = torch.optim.Adam(params, lr=lr)
-            annealed = name == "actor" and config.anneal_actor_lr
-            self.register_optimizer(module_id=module_id, optimizer_name=name, optimizer=optimizer, params=params,
-                                    lr_or_lr_schedule=None if annealed else lr)
-            if annealed:
-                self._actor_lr_schedulers[module_id] = torch.optim.lr_scheduler.CosineAnnealingLR(
-                    optimizer, T_max=ACTOR_LR_COSINE_STEPS)
+        annealed = ("actor",) if config.anneal_actor_lr else ()
+        optimizers = self.register_adam_optimizers(module_id, optimizer_groups(self._module[module_id], config),
+                                                   unscheduled=annealed)
+        if annealed:
+            self._actor_lr_schedulers[module_id] = torch.optim.lr_scheduler.CosineAnnealingLR(
+                optimizers["actor"], T_max=ACTOR_LR_COSINE_STEPS)
 
     @override(TorchLearner)
     def compute_loss_for_module(self, *, module_id: ModuleID, config: Any, batch: dict,
