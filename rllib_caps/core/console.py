@@ -40,7 +40,8 @@ class _DivertNotices(logging.Filter):
 
 
 def divert_library_notices() -> Path:
-    """Installs the filter on Ray's and RLlib's console handlers (idempotent); returns the log file's path."""
+    """Installs the filter on Ray's and RLlib's console handlers, replacing one installed before (so a later call
+    with another ``$RLLIB_CAPS_LOG`` takes effect); returns the log file's path."""
     import ray.rllib  # noqa: F401  (sets up Ray's and RLlib's loggers and their console handlers)
 
     path = library_log_path()
@@ -50,8 +51,9 @@ def divert_library_notices() -> Path:
     divert = _DivertNotices(log_file)
     for name in ("ray", "ray.rllib", "ray.data"):
         for handler in logging.getLogger(name).handlers:
-            if not any(isinstance(f, _DivertNotices) for f in handler.filters):
-                handler.addFilter(divert)
+            for earlier in [f for f in handler.filters if isinstance(f, _DivertNotices)]:
+                handler.removeFilter(earlier)  # one filter per handler, writing to the current log path
+            handler.addFilter(divert)
     return path
 
 
