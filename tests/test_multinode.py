@@ -15,6 +15,7 @@ import pytest
 from sim_datasets import make_data_root
 
 from rllib_caps.report.records import load_trials
+from rllib_caps.sweeps.trials import trial_class
 
 
 def _finished_in_state(experiment: Path) -> bool:
@@ -64,7 +65,7 @@ def test_two_node_sweep_uses_both_nodes_and_resumes_after_the_driver_is_killed(
             assert len((experiment / name / "result.json").read_text().splitlines()) == lines
         assert all(r.checkpoint is not None and r.checkpoint.is_relative_to(storage) for r in records)
         trial_nodes = {a["Address"]["NodeID"] for a in cluster.global_state.actor_table(None).values()
-                       if a["ActorClassName"] == "CAPSTrial"}
+                       if a["ActorClassName"] == trial_class().__name__}
         assert trial_nodes == {cluster.head_node.node_id, worker.node_id}
     finally:
         if driver is not None and driver.poll() is None:

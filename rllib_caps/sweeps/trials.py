@@ -197,7 +197,7 @@ def _define_trial_class() -> type:
         def cleanup(self) -> None:
             self.algorithm.stop()
 
-    SweepTrial.__module__ = __name__
+    SweepTrial.__module__, SweepTrial.__qualname__ = __name__, "SweepTrial"  # its Ray actor name, and for pickle
     return SweepTrial
 
 
