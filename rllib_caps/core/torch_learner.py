@@ -22,6 +22,13 @@ class OfflineSafeTorchLearner(TorchLearner, OfflineSafeLearner):
     that one anyway): ``record_losses`` keeps them, ``after_gradient_based_update`` logs them.
     """
 
+    def register_adams(self, module_id: str, networks: dict[str, tuple[torch.nn.Module, float]]) -> None:
+        """One Adam per network, named by its key: ``{name: (network, learning rate)}``."""
+        for name, (net, lr) in networks.items():
+            params = self.get_parameters(net)
+            self.register_optimizer(module_id=module_id, optimizer_name=name, optimizer=torch.optim.Adam(params),
+                                    params=params, lr_or_lr_schedule=lr)
+
     def record_losses(self, module_id: str, losses: dict[str, torch.Tensor]) -> None:
         """Keeps this step's loss terms (detached) to be logged at the end of the update call."""
         self._recorded_losses = getattr(self, "_recorded_losses", {})

@@ -171,12 +171,8 @@ class VAEActorCriticTorchLearner(OfflineSafeTorchLearner):
     @override(TorchLearner)
     def configure_optimizers_for_module(self, module_id: ModuleID, config: Any = None) -> None:
         module = self._module[module_id]
-        groups = {"actor": (module.actor, config.actor_lr), "vae": (module.vae, config.vae_lr),
-                  "qr": (module.qr, config.critic_lr), "qc": (module.qc, config.critic_lr)}
-        for name, (net, lr) in groups.items():
-            params = self.get_parameters(net)
-            self.register_optimizer(module_id=module_id, optimizer_name=name, optimizer=torch.optim.Adam(params),
-                                    params=params, lr_or_lr_schedule=lr)
+        self.register_adams(module_id, {"actor": (module.actor, config.actor_lr), "vae": (module.vae, config.vae_lr),
+                                        "qr": (module.qr, config.critic_lr), "qc": (module.qc, config.critic_lr)})
 
     @override(TorchLearner)
     def compute_loss_for_module(self, *, module_id: ModuleID, config: Any, batch: dict,
