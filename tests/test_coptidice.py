@@ -26,6 +26,7 @@ from rllib_caps.core.lagrangian import SoftplusMultiplier
 from rllib_caps.core.learner import STEPS_PER_CALL
 from rllib_caps.core.nets import squashed_log_prob
 from rllib_caps.data import DatasetError, TransitionDataset, schema
+from tests.test_bearl import local_learner
 
 BUNDLED = Path(__file__).resolve().parents[1] / "datasets" / "BallCircle"
 
@@ -162,11 +163,6 @@ def test_nu_chi_and_lambda_updates_on_a_tiny_dataset(implementation: str) -> Non
     assert float(metrics["lagrange"]) > first["lagrange"]  # the cost bound is above 0: λ grows
     assert float(metrics["cost_bound"]) >= float((w * batch[schema.COSTS]).mean()) - 1e-6  # an upper bound
     assert nets.actor(batch[schema.OBS][:1]).mean.item() > 0  # weighted BC follows the upweighted action
-
-
-def local_learner(config):
-    spaces = {"default_policy": (config.observation_space, config.action_space)}
-    return config.build_learner_group(rl_module_spec=config.get_multi_rl_module_spec(spaces=spaces))._learner
 
 
 @pytest.mark.parametrize("implementation", ["osrl", "paper"])
