@@ -94,6 +94,10 @@ ALGORITHMS: dict[str, AlgorithmEntry] = {
     "cpq": AlgorithmEntry(name="cpq", config_path="rllib_caps.algorithms.cpq.cpq:CPQConfig",
                           trial_label=fixed_label("CPQ"), searchable=(), threshold_at_deployment=False,
                           title="CPQ", axes=(COST_LIMIT_AXIS,)),
+    "coptidice": AlgorithmEntry(name="coptidice",
+                                config_path="rllib_caps.algorithms.coptidice.coptidice:COptiDICEConfig",
+                                trial_label=fixed_label("COptiDICE"), searchable=(), threshold_at_deployment=False,
+                                title="COptiDICE", axes=(COST_LIMIT_AXIS,)),
 }
 
 

@@ -3,7 +3,8 @@ is saved in checkpoints (OSRL keeps the PID state outside its checkpoint).
 
 - ``pid_lagrangian``: the PID-controlled multiplier of BEAR-Lag's cost constraint (Stooke et al. 2020, as OSRL's
   ``LagrangianPIDController``);
-- ``dual_log_step``: the dual ascent on log α of BEAR's MMD constraint and CPQ's OOD-inflation constraint.
+- ``dual_log_step``: the dual ascent on log α of BEAR's MMD constraint and CPQ's OOD-inflation constraint;
+- ``SoftplusMultiplier``: a multiplier learned by gradient descent on its own loss (COptiDICE's λ and τ).
 """
 
 from __future__ import annotations
@@ -54,3 +55,15 @@ class MultiplierState(nn.Module):
     def assign(self, **values: torch.Tensor) -> None:
         for name, value in values.items():
             getattr(self, name).copy_(value.detach())
+
+
+class SoftplusMultiplier(nn.Module):
+    """A non-negative multiplier softplus(ρ) with a learned raw parameter ρ, initialised at 1 (OSRL's COptiDICE
+    λ and τ, each with its own Adam)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.raw = nn.Parameter(torch.ones(()))
+
+    def forward(self) -> torch.Tensor:
+        return torch.nn.functional.softplus(self.raw)

@@ -52,7 +52,7 @@ class OfflineSafeLearner(Learner):
         results, done = None, 0
         while done < num_updates:
             steps = min(STEPS_PER_CALL, num_updates - done)
-            samples = [self.dataset.sample(batch_size, self._generator) for _ in range(steps)]
+            samples = [self.sample_minibatch(batch_size) for _ in range(steps)]
             stacked = {key: torch.cat([s[key] for s in samples]) for key in samples[0]}
             batch = MultiAgentBatch({DEFAULT_MODULE_ID: SampleBatch(stacked)}, env_steps=steps * batch_size)
             done += steps
@@ -62,6 +62,10 @@ class OfflineSafeLearner(Learner):
             for module_id in self.module.keys():
                 self.metrics.log_value((module_id, NUM_TARGET_UPDATES), steps, reduce="lifetime_sum")
         return results
+
+    def sample_minibatch(self, batch_size: int) -> dict[str, torch.Tensor]:
+        """One step's minibatch: uniformly sampled transitions; a learner that needs more columns adds them."""
+        return self.dataset.sample(batch_size, self._generator)
 
     def polyak_update_targets(self) -> None:
         """θ' ← τ θ + (1 − τ) θ' for every target net; called after every optimiser step."""

@@ -145,6 +145,14 @@ class SquashedGaussianActor(nn.Module):
         return torch.tanh(self.mean(self.body(obs)))
 
 
+def squashed_log_prob(dist: torch.distributions.Normal, actions: torch.Tensor, edge: float = 1e-4) -> torch.Tensor:
+    """log π(a | s) of actions ``a`` in [−1, 1] under the tanh-squashed Gaussian whose pre-tanh distribution is
+    ``dist``: ``log N(atanh a) − Σ log(1 − a²)``, summed over action dimensions. Actions are clipped to
+    ±(1 − ``edge``) first, so boundary actions have a finite likelihood."""
+    actions = actions.clamp(-1.0 + edge, 1.0 - edge)
+    return (dist.log_prob(torch.atanh(actions)) - torch.log1p(-actions.pow(2))).sum(-1)
+
+
 def frozen_call(module: nn.Module, *args: torch.Tensor) -> Any:
     """``module(*args)`` with its parameters detached: gradients flow to the inputs only (an actor's loss through a
     critic), so one backward pass on a sum of losses gives each network the gradient of its own loss alone."""

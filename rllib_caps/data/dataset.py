@@ -17,7 +17,7 @@ import pyarrow.dataset as pads
 import torch
 
 from rllib_caps.data.errors import DatasetError
-from rllib_caps.data.schema import COLUMNS, DATA_DIR, DTYPES, REWARDS
+from rllib_caps.data.schema import COLUMNS, DATA_DIR, DTYPES, OBS, REWARDS, T
 
 
 def parquet_files(path: str | Path) -> Path:
@@ -70,3 +70,16 @@ class TransitionDataset:
         """Uniformly sampled transitions (with replacement), every column."""
         idx = torch.randint(len(self), (batch_size,), generator=generator, device=self.tensors[REWARDS].device)
         return {name: t[idx] for name, t in self.tensors.items()}
+
+    def initial_rows(self) -> torch.Tensor:
+        """Indices of the episodes' first transitions (``t == 0``)."""
+        rows = torch.nonzero(self.tensors[T] == 0).squeeze(-1)
+        if rows.numel() == 0:
+            raise DatasetError("the dataset has no initial transitions (no row with t == 0)")
+        return rows
+
+    def sample_initial_obs(self, batch_size: int, generator: torch.Generator) -> torch.Tensor:
+        """Observations of uniformly sampled (with replacement) initial transitions: draws from the data's p₀."""
+        rows = self.initial_rows()
+        idx = torch.randint(rows.numel(), (batch_size,), generator=generator, device=rows.device)
+        return self.tensors[OBS][rows[idx]]

@@ -1,0 +1,38 @@
+"""COptiDICE's training forward as a function of the networks (``nets.add_networks``; no Ray): what
+``losses.coptidice_losses`` consumes. The RLModule's ``_forward_train`` and a plain loop both call it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from rllib_caps.algorithms.coptidice import keys as ck
+from rllib_caps.core.nets import squashed_log_prob
+from rllib_caps.data import schema
+
+
+def coptidice_training_outputs(nets: Any, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """ν and χ at s and s′, their initial-state terms, λ and τ, and the actor's log-likelihood of the dataset
+    action.
+
+    Initial states: "osrl" (``nets.osrl``) estimates E[ν(s₀)] on the uniform batch as mean(ν(s) 1[t = 0]) / p_init;
+    "paper" evaluates ν at the batch's ``INIT_OBS``, initial observations sampled from the data.
+    Weighted BC: observation and action are noised by ``data_noise`` × the data's std (OSRL's 0.1); "osrl" scores
+    the action under the pre-tanh Gaussian (as OSRL does, though it acts with tanh μ), "paper" under the
+    tanh-squashed policy it acts with (``core.nets.squashed_log_prob``).
+    """
+    obs, next_obs, actions = batch[schema.OBS], batch[schema.NEXT_OBS], batch[schema.ACTIONS]
+    out = {ck.NU: nets.nu(obs), ck.NU_NEXT: nets.nu(next_obs), ck.CHI: nets.chi(obs), ck.CHI_NEXT: nets.chi(next_obs),
+           ck.LAGRANGE: nets.lagrange(), ck.TEMPERATURE: nets.temperature()}
+    if nets.osrl:
+        first = (batch[schema.T] == 0).to(obs.dtype) / nets.stats.init_fraction
+        out[ck.NU_INIT], out[ck.CHI_INIT] = out[ck.NU] * first, out[ck.CHI] * first
+    else:
+        out[ck.NU_INIT], out[ck.CHI_INIT] = nets.nu(batch[ck.INIT_OBS]), nets.chi(batch[ck.INIT_OBS])
+    noisy_obs = obs + torch.randn_like(obs) * nets.stats.obs_std * nets.data_noise
+    noisy_actions = actions + torch.randn_like(actions) * nets.stats.act_std * nets.data_noise
+    dist = nets.actor(noisy_obs)
+    out[ck.LOG_PROB] = (dist.log_prob(noisy_actions).sum(-1) if nets.osrl
+                        else squashed_log_prob(dist, noisy_actions))
+    return out

@@ -1,0 +1,50 @@
+"""Torch COptiDICE learner: one Adam per network and multiplier, the data statistics and initial-state samples
+the training forward needs, and the pure losses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from ray.rllib.core.learner.torch.torch_learner import TorchLearner
+from ray.rllib.utils.annotations import override
+from ray.rllib.utils.typing import ModuleID, TensorType
+
+from rllib_caps.algorithms.coptidice.keys import INIT_OBS
+from rllib_caps.algorithms.coptidice.losses import coptidice_losses
+from rllib_caps.core.learner import OfflineSafeLearner
+from rllib_caps.core.torch_learner import OfflineSafeTorchLearner
+
+
+class COptiDICETorchLearner(OfflineSafeTorchLearner):
+    """Every cross term of the losses is detached, so TorchLearner's single backward pass on their sum gives each
+    network its own loss's gradient, and all five step at once on this step's batch. OSRL steps χ → τ → ν → λ →
+    actor in sequence and recomputes the actor's weights w after the ν step; here the actor's w is the one from
+    before this step's ν update (docs/baselines.md)."""
+
+    @override(OfflineSafeLearner)
+    def build(self) -> None:
+        super().build()
+        self.module.foreach_module(lambda _mid, module: module.unwrapped().stats.assign_from(self.dataset))
+
+    @override(OfflineSafeLearner)
+    def sample_minibatch(self, batch_size: int) -> dict[str, torch.Tensor]:
+        batch = super().sample_minibatch(batch_size)
+        if self.config.implementation == "paper":
+            batch[INIT_OBS] = self.dataset.sample_initial_obs(batch_size, self._generator)
+        return batch
+
+    @override(TorchLearner)
+    def configure_optimizers_for_module(self, module_id: ModuleID, config: Any = None) -> None:
+        module = self._module[module_id]
+        self.register_adam_optimizers(module_id, {
+            "actor": (module.actor, config.actor_lr), "nu": (module.nu, config.critic_lr),
+            "chi": (module.chi, config.critic_lr), "lagrange": (module.lagrange, config.scalar_lr),
+            "temperature": (module.temperature, config.scalar_lr)})
+
+    @override(TorchLearner)
+    def compute_loss_for_module(self, *, module_id: ModuleID, config: Any, batch: dict,
+                                fwd_out: dict) -> TensorType:
+        losses, metrics = coptidice_losses(fwd_out, batch, config.loss_settings())
+        self.record_losses(module_id, losses | metrics)
+        return sum(losses.values())
