@@ -8,6 +8,7 @@ the time step (time-aware critics) have them.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,9 +72,14 @@ class TransitionDataset:
         idx = torch.randint(len(self), (batch_size,), generator=generator, device=self.tensors[REWARDS].device)
         return {name: t[idx] for name, t in self.tensors.items()}
 
+    @functools.cached_property
+    def _initial_row_indices(self) -> torch.Tensor:
+        return torch.nonzero(self.tensors[T] == 0).squeeze(-1)
+
     def initial_rows(self) -> torch.Tensor:
-        """Indices of the episodes' first transitions (``t == 0``)."""
-        rows = torch.nonzero(self.tensors[T] == 0).squeeze(-1)
+        """Indices of the episodes' first transitions (``t == 0``), found once per dataset (sampling initial states
+        every gradient step must not scan every row each time)."""
+        rows = self._initial_row_indices
         if rows.numel() == 0:
             raise DatasetError("the dataset has no initial transitions (no row with t == 0)")
         return rows

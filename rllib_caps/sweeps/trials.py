@@ -175,9 +175,10 @@ def _define_trial_class() -> type:
             built = trial_config(config)
             self._iterations = built.num_iterations
             # FQE critic variants (--critics) are evaluations of a trained CAPS policy; other algorithms have none.
-            critics = (config.get("setup") or {}).get("critics") or ["offline"]
+            setup = config.get("setup") or {}
+            critics = setup.get("critics") or ["offline"]
             self._critics = critics if trial_params(config)["algo"] == "caps" else ["offline"]
-            self._fqe_steps = (config.get("setup") or {}).get("fqe_steps")
+            self._fqe_steps = setup.get("fqe_steps")
             self.algorithm = built.build_algo()
 
         def step(self) -> dict[str, Any]:
