@@ -66,6 +66,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--time-limit", choices=TIME_LIMITS,
                    help="how the critics treat time-outs: bootstrap through them, treat them as terminal, or "
                         "terminal with the remaining time as a critic input (docs/paper.md) [bootstrap]")
+    p.add_argument("--actor-time", action="store_true", default=None,
+                   help="CAPS with --time-limit time_aware: the actor heads also see the remaining time")
     p.add_argument("--hidden", type=int, nargs="+", help="hidden layer sizes [512 512]")
     p.add_argument("--batch-size", type=int, help="minibatch size per learner [512]")
     p.add_argument("--updates-per-iteration", type=int, help="gradient steps per RLlib iteration [1000]")
@@ -81,6 +83,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 FLAGS = {"num_heads": "--heads", "num_gradient_steps": "--steps", "train_batch_size_per_learner": "--batch-size",
          "updates_per_iteration": "--updates-per-iteration", "hidden": "--hidden", "time_limit": "--time-limit",
+         "actor_time": "--actor-time",
          "implementation": "--implementation", "backbone": "--backbone", "cost_limit": "--cost-limit"}
 
 
@@ -120,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
             config = build_config(args.algo, spec.name, args.data, seed=args.seed, cost_limit=args.cost_limit,
                                   num_gpus_per_learner=args.num_gpus, heads=args.heads, steps=args.steps,
                                   backbone=args.backbone, implementation=args.implementation,
-                                  time_limit=args.time_limit, hidden=args.hidden,
+                                  time_limit=args.time_limit, actor_time=args.actor_time, hidden=args.hidden,
                                   batch_size=args.batch_size, updates_per_iteration=args.updates_per_iteration,
                                   eval_episodes=args.eval_episodes, eval_runners=args.eval_runners)
             config.validate()

@@ -78,7 +78,7 @@ def test_fqe_recovers_the_exact_q_of_each_head_on_a_finite_cmdp() -> None:
     policies = np.stack([rewards.argmax(1), m.step_cost.argmin(1)])  # head 0 greedy in reward, head 1 in cost
     data = cmdp_dataset(m, rewards, episodes=3000, rng=rng)
 
-    def actor(obs: torch.Tensor) -> torch.Tensor:
+    def actor(obs: torch.Tensor, step: torch.Tensor) -> torch.Tensor:
         return torch.eye(m.n_actions)[torch.from_numpy(policies)[:, obs.argmax(-1)].T]  # (B, K, A)
 
     def critic_input(obs: torch.Tensor, step: torch.Tensor | None) -> torch.Tensor:
@@ -105,10 +105,10 @@ def test_fqe_recovers_the_exact_q_of_each_head_on_a_finite_cmdp() -> None:
 
     # The override the switching rule reads: Q̂^r_k(s, π_k(s)) against the exact V^π_k; heads differ there.
     with torch.no_grad():
-        q_reward, q_cost = critics.replace(x, actor(torch.eye(m.n_states)[s]), torch.zeros(len(s), 2),
-                                           torch.zeros(len(s), 2))
-        kept_reward, kept_cost = critics.reward_only().replace(x, actor(torch.eye(m.n_states)[s]),
-                                                               torch.zeros(len(s), 2), torch.full((len(s), 2), 7.0))
+        means = actor(torch.eye(m.n_states)[s], torch.from_numpy(t))
+        q_reward, q_cost = critics.replace(x, means, torch.zeros(len(s), 2), torch.zeros(len(s), 2))
+        kept_reward, kept_cost = critics.reward_only().replace(x, means, torch.zeros(len(s), 2),
+                                                               torch.full((len(s), 2), 7.0))
     for k in range(2):
         v_reward = exact_q(m, rewards, policies[k])[t, s, policies[k][s]]
         v_cost = exact_q(m, m.step_cost, policies[k])[t, s, policies[k][s]]

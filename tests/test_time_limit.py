@@ -10,6 +10,7 @@ from test_caps_module import OBS, make_module
 from test_losses import SETTINGS, _tiny_batch
 
 from rllib_caps.algorithms.caps.caps import CAPSConfig
+from rllib_caps.algorithms.caps.keys import HEAD_MEANS, PI_ACTIONS
 from rllib_caps.algorithms.caps.losses import CAPSLossSettings, caps_iql_losses
 from rllib_caps.core.keys import COST_SPENT, STEP
 from rllib_caps.core.time_limit import TIME_LIMITS, episode_ends, remaining_time
@@ -59,6 +60,36 @@ def test_time_aware_critics_see_the_step_and_the_actor_does_not() -> None:
     assert not torch.allclose(q_reward[0], q_reward[1]) and not torch.allclose(q_cost[1], q_cost[2])
     _, q_plain, _ = plain.head_values(obs, torch.tensor([0.0, 25.0, 49.0]))
     torch.testing.assert_close(q_plain[0], q_plain[1])
+
+
+@pytest.mark.parametrize("backbone", ["iql", "sacbc"])
+def test_actor_time_gives_the_heads_the_remaining_time_in_training_and_acting(backbone: str) -> None:
+    torch.manual_seed(2)
+    module = make_module(time_limit="time_aware", actor_time=True, backbone=backbone, initial_alpha=0.1)
+    assert module.actor.bodies[0][0].in_features == OBS + 1
+    obs = torch.randn(1, OBS).expand(3, -1)
+    steps = torch.tensor([0.0, 25.0, 49.0])
+    means, _, _ = module.head_values(obs, steps)
+    assert not torch.allclose(means[0], means[1])  # same state, other time left: other head actions
+    torch.testing.assert_close(module.head_means(obs, steps), means)
+    batch = {Columns.OBS: obs, Columns.ACTIONS: torch.zeros(3, module.action_space.shape[0]),
+             Columns.NEXT_OBS: obs, schema.T: steps}
+    out = module.forward_train(batch)
+    if backbone == "iql":  # the heads' means the AWR loss fits are those at each row's own step
+        torch.testing.assert_close(out[HEAD_MEANS], means)
+    else:  # SAC+BC samples around the squashed mean of the time-aware input
+        assert out[PI_ACTIONS].shape[:2] == (3, module.num_heads)
+        mean, _ = module.actor.squashed_gaussian(module.actor_input(obs, steps))
+        assert not torch.allclose(mean[0], mean[1])
+
+
+def test_actor_time_needs_time_aware_critics() -> None:
+    config = CAPSConfig().environment("BallCircle").offline_data(input_="datasets/BallCircle")
+    config.training(time_limit="time_aware", actor_time=True).validate()
+    assert config.get_rl_module_spec().model_config["actor_time"] is True
+    with pytest.raises(ValueError, match="actor_time needs time_limit 'time_aware'"):
+        CAPSConfig().environment("BallCircle").offline_data(input_="datasets/BallCircle").training(
+            time_limit="terminal", actor_time=True).validate()
 
 
 def test_time_aware_inference_takes_the_step_from_the_connector_column() -> None:

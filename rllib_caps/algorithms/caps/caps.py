@@ -49,6 +49,8 @@ class CAPSConfig(OfflineSafeConfig):
             loss over the heads and anneals the actor lr by a cosine over ``ACTOR_LR_COSINE_STEPS`` steps.
         time_limit: as on ``OfflineSafeConfig``; None (default): "bootstrap" with "paper", "terminal" with
             "code" (any other value with "code" is refused).
+        actor_time: with ``time_limit="time_aware"`` only: the actor heads also see the remaining-time fraction
+            (T − t)/T (default False: only the critics do; docs/paper.md, choice 7).
         clamp_cost_q: clamp the act-time Q^c at ≥ 0 before comparing it with the budget; None (default): the
             backbone's (on for "sacbc", as the authors' SAC+BC code; off for "iql").
         awr_beta: the advantage temperature β (RLlib's MARWIL/IQL ``beta`` is capped at 1; CAPS uses 3).
@@ -72,6 +74,7 @@ class CAPSConfig(OfflineSafeConfig):
         self.shared_actor = True
         self.implementation = "paper"
         self.time_limit: str | None = None  # the implementation's: see resolved_time_limit
+        self.actor_time = False
         self.clamp_cost_q: bool | None = None
         self.awr_beta = 3.0
         self.beta_cost: float | None = None
@@ -94,6 +97,7 @@ class CAPSConfig(OfflineSafeConfig):
         lambdas: list[float] | None = NotProvided,
         shared_actor: bool = NotProvided,
         implementation: str = NotProvided,
+        actor_time: bool = NotProvided,
         clamp_cost_q: bool | None = NotProvided,
         awr_beta: float = NotProvided,
         beta_cost: float | None = NotProvided,
@@ -179,6 +183,9 @@ class CAPSConfig(OfflineSafeConfig):
             self._value_error(f"time_limit {self.time_limit!r} conflicts with implementation 'code', which treats "
                               "time-outs as terminal like the authors' code: leave time_limit unset (or 'terminal'), "
                               "or use implementation 'paper'")
+        if self.actor_time and self.resolved_time_limit != "time_aware":
+            self._value_error(f"actor_time needs time_limit 'time_aware' (got {self.resolved_time_limit!r}): the "
+                              "heads see the remaining time only where the critics do")
         if self.beta_cost is not None and not (self.implementation == "code" and self.backbone == "iql"):
             self._value_error(f"beta_cost is only used by implementation 'code' with backbone 'iql' (got "
                               f"{self.implementation!r}, {self.backbone!r}): the paper's Eq. 8 has one β")
@@ -195,7 +202,8 @@ class CAPSConfig(OfflineSafeConfig):
         return super()._model_config_auto_includes | {
             "num_heads": self.num_heads, "shared_actor": self.shared_actor,
             "learn_std": self.implementation == "paper", "cost_maximize": self.implementation == "code",
-            "backbone": self.backbone, "clamp_cost_q": self.resolved_clamp_cost_q, "initial_alpha": self.initial_alpha,
+            "backbone": self.backbone, "actor_time": bool(self.actor_time),
+            "clamp_cost_q": self.resolved_clamp_cost_q, "initial_alpha": self.initial_alpha,
         }
 
     @override(OfflineSafeConfig)

@@ -33,7 +33,7 @@ from rllib_caps.envs import TaskSpec
 
 ACTION_CHUNK = 65_536  # dataset rows per actor call when precomputing the heads' next actions
 
-Actor = Callable[[torch.Tensor], torch.Tensor]  # obs (B, D) -> head actions (B, K, A)
+Actor = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (obs (B, D), step (B,)) -> head actions (B, K, A)
 CriticInput = Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor]  # (obs, step) -> critic input
 
 
@@ -102,9 +102,11 @@ class FQECritics(nn.Module):
 
 
 @torch.no_grad()
-def head_actions(actor: Actor, obs: torch.Tensor) -> torch.Tensor:
-    """Every head's action at every row of ``obs``, ``(N, K, A)``, in chunks (the actor is fixed during FQE)."""
-    return torch.cat([actor(obs[i:i + ACTION_CHUNK]) for i in range(0, obs.shape[0], ACTION_CHUNK)])
+def head_actions(actor: Actor, obs: torch.Tensor, step: torch.Tensor) -> torch.Tensor:
+    """Every head's action at every row of ``obs`` (at step ``step``), ``(N, K, A)``, in chunks (the actor is
+    fixed during FQE)."""
+    return torch.cat([actor(obs[i:i + ACTION_CHUNK], step[i:i + ACTION_CHUNK])
+                      for i in range(0, obs.shape[0], ACTION_CHUNK)])
 
 
 def fit_fqe(actor: Actor, critic_input: CriticInput, dataset: TransitionDataset, *, hidden: list[int],
@@ -119,7 +121,7 @@ def fit_fqe(actor: Actor, critic_input: CriticInput, dataset: TransitionDataset,
     """
     settings = settings.limited()
     tensors = dataset.tensors
-    next_actions = head_actions(actor, tensors[NEXT_OBS].float())
+    next_actions = head_actions(actor, tensors[NEXT_OBS].float(), tensors[T] + 1)
     num_heads, act_dim = next_actions.shape[1], next_actions.shape[2]
     critic_obs_dim = critic_input(tensors[OBS][:1].float(), tensors[T][:1]).shape[-1]
     critics = FQECritics(critic_obs_dim, act_dim, hidden, num_heads, fit_cost).to(next_actions.device)
@@ -164,9 +166,9 @@ def fit_module_fqe(module: nn.Module, dataset: TransitionDataset, critic: str, s
     cfg = module.model_config
     device = next(module.parameters()).device
     dataset = TransitionDataset({k: v.to(device) for k, v in dataset.tensors.items()})
-    return fit_fqe(module.actor, module.critic_input, dataset, hidden=list(cfg["hidden"]), gamma=float(cfg["gamma"]),
-                   time_limit=cfg.get("time_limit", "bootstrap"), fit_cost=critic == "fqe-both", settings=settings,
-                   progress=progress)
+    return fit_fqe(module.head_means, module.critic_input, dataset, hidden=list(cfg["hidden"]),
+                   gamma=float(cfg["gamma"]), time_limit=cfg.get("time_limit", "bootstrap"),
+                   fit_cost=critic == "fqe-both", settings=settings, progress=progress)
 
 
 def evaluate_critics(policy: Any, dataset: TransitionDataset, task: TaskSpec, thresholds: Sequence[float],

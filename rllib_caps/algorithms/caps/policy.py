@@ -147,14 +147,13 @@ class CAPSPolicy:
         if cost.shape not in ((), (len(budget),)):
             raise ValueError(f"cost has shape {cost.shape}, expected () or ({len(budget)},)")
         budget.record(cost, mask=self._acted)
-        obs_tensor = torch.from_numpy(obs_batch)
+        obs_tensor, step = torch.from_numpy(obs_batch), torch.from_numpy(self.budget.step.astype(np.float64))
         if self.fixed_head is None:
             actions, heads = self.module.switching_actions(
-                obs_tensor, torch.from_numpy(self.budget.spent), torch.from_numpy(self.budget.step.astype(np.float64)),
-                self.threshold, self.critics,
+                obs_tensor, torch.from_numpy(self.budget.spent), step, self.threshold, self.critics,
             )
         else:
-            actions = self.module.actor(obs_tensor)[:, self.fixed_head]
+            actions = self.module.head_means(obs_tensor, step)[:, self.fixed_head]
             heads = torch.full((obs_batch.shape[0],), self.fixed_head)
         self._acted[:] = True
         self.last_heads = heads.numpy()

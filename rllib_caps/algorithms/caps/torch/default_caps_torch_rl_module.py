@@ -118,15 +118,18 @@ class DefaultCAPSTorchRLModule(TorchRLModule, DefaultCAPSRLModule):
         # +1: cost critics hold +c (paper); -1: they hold -c (authors' code). Q^c in cost units is sign * q.
         self.cost_sign = -1.0 if cfg["cost_maximize"] else 1.0
         self.cost_threshold = math.inf
-        # Time-aware critics see (T − t)/T as one more input (rllib_caps.core.time_limit); the actor does not.
+        # Time-aware critics see (T − t)/T as one more input (rllib_caps.core.time_limit); the actor heads only
+        # with ``actor_time``.
         self.time_aware = cfg.get("time_limit", "bootstrap") == "time_aware"
+        self.actor_time = bool(cfg.get("actor_time", False))
         critic_obs_dim = obs_dim + int(self.time_aware)
         # Checkpoints record the backbone; those from before SAC+BC are IQL.
         self.backbone = cfg.get("backbone", "iql")
         self.clamp_cost_q = bool(cfg.get("clamp_cost_q", False))
 
         std = "state" if self.backbone == "sacbc" else "learned" if cfg["learn_std"] else "fixed"
-        self.actor = MultiHeadActor(obs_dim, act_dim, hidden, self.num_heads, bool(cfg["shared_actor"]), std)
+        self.actor = MultiHeadActor(obs_dim + int(self.actor_time), act_dim, hidden, self.num_heads,
+                                    bool(cfg["shared_actor"]), std)
         fused = bool(cfg.get("fused_critics", False))
         self.qr = TwinQ(critic_obs_dim, act_dim, hidden, fused)
         self.qc = TwinQ(critic_obs_dim, act_dim, hidden, fused)
@@ -139,9 +142,18 @@ class DefaultCAPSTorchRLModule(TorchRLModule, DefaultCAPSRLModule):
 
     def critic_input(self, obs: torch.Tensor, step: torch.Tensor | None) -> torch.Tensor:
         """The critics' state input: ``obs``, with the remaining-time fraction appended when time-aware."""
-        if not self.time_aware:
-            return obs
+        return self._with_time(obs, step) if self.time_aware else obs
+
+    def actor_input(self, obs: torch.Tensor, step: torch.Tensor | None) -> torch.Tensor:
+        """The actor heads' state input: ``obs``, with the remaining-time fraction appended under ``actor_time``."""
+        return self._with_time(obs, step) if self.actor_time else obs
+
+    def _with_time(self, obs: torch.Tensor, step: torch.Tensor | None) -> torch.Tensor:
         return torch.cat([obs, remaining_time(step, self.horizon).to(obs.dtype)], dim=-1)
+
+    def head_means(self, obs: torch.Tensor, step: torch.Tensor | None) -> torch.Tensor:
+        """Every head's (deterministic) action at step ``step``, ``(B, K, A)``."""
+        return self.actor(self.actor_input(obs, step))
 
     @override(TargetNetworkAPI)
     def make_target_networks(self) -> None:
@@ -172,7 +184,7 @@ class DefaultCAPSTorchRLModule(TorchRLModule, DefaultCAPSRLModule):
         ``clamp_cost_q`` (the authors' SAC+BC code) Q^c is then clamped at ≥ 0, so no head is feasible once the
         budget is spent (docs/paper.md, choice 5).
         """
-        means = self.actor(obs)
+        means = self.head_means(obs, step)
         critic_obs = self.critic_input(obs, step)
         obs_k = critic_obs.unsqueeze(1).expand(-1, self.num_heads, -1)
         qr1, qr2 = self.qr(obs_k, means)
@@ -211,36 +223,39 @@ class DefaultCAPSTorchRLModule(TorchRLModule, DefaultCAPSRLModule):
     @override(TorchRLModule)
     def _forward_train(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
         obs, actions, step = batch[Columns.OBS], batch[Columns.ACTIONS], batch.get(T)
+        next_step = None if step is None else step + 1
         critic_obs = self.critic_input(obs, step)
-        next_critic_obs = self.critic_input(batch[Columns.NEXT_OBS], None if step is None else step + 1)
+        next_critic_obs = self.critic_input(batch[Columns.NEXT_OBS], next_step)
         qr1, qr2 = self.qr(critic_obs, actions)
         qc1, qc2 = self.qc(critic_obs, actions)
         if self.backbone == "sacbc":
-            return self._forward_train_sacbc(obs, critic_obs, batch[Columns.NEXT_OBS], next_critic_obs) | {
+            return self._forward_train_sacbc(
+                self.actor_input(obs, step), critic_obs, self.actor_input(batch[Columns.NEXT_OBS], next_step),
+                next_critic_obs) | {
                 QR_PREDS: qr1, QR_TWIN_PREDS: qr2, QC_PREDS: qc1, QC_TWIN_PREDS: qc2}
         vr, vc = self.values(critic_obs)
         with torch.no_grad():
             out = self.forward_target(batch)
             out[VR_PREDS_NEXT], out[VC_PREDS_NEXT] = self.values(next_critic_obs)
         out.update({
-            HEAD_MEANS: self.actor(obs),
+            HEAD_MEANS: self.head_means(obs, step),
             HEAD_LOG_STD: self.actor.clamped_log_std(),
             QR_PREDS: qr1, QR_TWIN_PREDS: qr2, QC_PREDS: qc1, QC_TWIN_PREDS: qc2, VR_PREDS: vr, VC_PREDS: vc,
         })
         return out
 
-    def _forward_train_sacbc(self, obs: torch.Tensor, critic_obs: torch.Tensor, next_obs: torch.Tensor,
+    def _forward_train_sacbc(self, actor_obs: torch.Tensor, critic_obs: torch.Tensor, next_actor_obs: torch.Tensor,
                              next_critic_obs: torch.Tensor) -> dict[str, Any]:
         """What ``caps_sacbc_losses`` needs besides the critics at (s, a): every head's reparameterised action at s
         with the critics evaluated there with frozen parameters (the actor loss must not move them), and every
         head's next action at s' with its log-density and the target critics (no gradient)."""
-        mean, log_std = self.actor.squashed_gaussian(obs)
+        mean, log_std = self.actor.squashed_gaussian(actor_obs)
         pi_actions, pi_log_probs = squashed_gaussian_sample(mean, log_std)
         obs_k = critic_obs.unsqueeze(1).expand(-1, self.num_heads, -1)
         qr_pi = frozen_call(self.qr, obs_k, pi_actions)
         qc_pi = frozen_call(self.qc, obs_k, pi_actions)
         with torch.no_grad():
-            next_actions, next_log_probs = squashed_gaussian_sample(*self.actor.squashed_gaussian(next_obs))
+            next_actions, next_log_probs = squashed_gaussian_sample(*self.actor.squashed_gaussian(next_actor_obs))
             next_obs_k = next_critic_obs.unsqueeze(1).expand(-1, self.num_heads, -1)
             qr_next = self.qr_target(next_obs_k, next_actions)
             qc_next = self.qc_target(next_obs_k, next_actions)
