@@ -57,7 +57,8 @@ def table(records: dict[str, list[TrialRecord]]) -> tuple[str, str | None]:
     safe_pairs: dict[str, int] = dict.fromkeys(records, 0)
     all_pairs: dict[str, int] = dict.fromkeys(records, 0)
     mean_reward: dict[str, list[float]] = defaultdict(list)
-    for (task, variant), recs in sorted(by_task.items(), key=lambda kv: (kv[0][0], TIME_LIMITS.index(kv[0][1]))):
+    order = list(records)  # the variants in the order given
+    for (task, variant), recs in sorted(by_task.items(), key=lambda kv: (kv[0][0], order.index(kv[0][1]))):
         cells, safe, pairs = [], 0, 0
         for k in kappas:
             results = [r.evaluation["thresholds"].get(f"{k:g}") for r in recs]
