@@ -57,13 +57,22 @@ def parse_data(pairs: list[str]) -> dict[str, str]:
     return data
 
 
-def train_one(task: str, data: str, arm: str, seed: int, args: argparse.Namespace) -> str:
-    """Trains one run with the train CLI and keeps its acting weights in ``OUT/weights/NAME.pt``."""
+def save_acting_weights(checkpoint: Path, weights: Path, run: dict[str, Any]) -> None:
+    """Keeps what acting needs of a CAPS checkpoint's module (``ACTING_NETS``), with the run's description."""
     import torch
     from ray.rllib.core.rl_module.rl_module import RLModule
 
     from rllib_caps.algorithms.caps.policy import module_checkpoint_dir
 
+    module = RLModule.from_checkpoint(module_checkpoint_dir(checkpoint))
+    state = {k: v for k, v in module.state_dict().items() if k.startswith(ACTING_NETS)}
+    tmp = weights.with_suffix(".tmp")
+    torch.save(run | {"state": state}, tmp)
+    tmp.replace(weights)
+
+
+def train_one(task: str, data: str, arm: str, seed: int, args: argparse.Namespace) -> str:
+    """Trains one run with the train CLI and keeps its acting weights in ``OUT/weights/NAME.pt``."""
     name = run_name(task, arm, seed)
     weights = Path(args.out) / "weights" / f"{name}.pt"
     if weights.exists():
@@ -82,13 +91,20 @@ def train_one(task: str, data: str, arm: str, seed: int, args: argparse.Namespac
     seconds = time.perf_counter() - start
     if code != 0:
         return f"{name}: FAILED ({code}), see {log}"
-    module = RLModule.from_checkpoint(module_checkpoint_dir(checkpoint))
-    state = {k: v for k, v in module.state_dict().items() if k.startswith(ACTING_NETS)}
-    tmp = weights.with_suffix(".tmp")
-    torch.save({"task": task, "arm": arm, "seed": seed, "steps": args.steps, "hidden": list(args.hidden),
-                "batch_size": args.batch_size, "train_seconds": seconds, "state": state}, tmp)
-    tmp.replace(weights)
+    save_acting_weights(checkpoint, weights, {"task": task, "arm": arm, "seed": seed, "steps": args.steps,
+                                              "hidden": list(args.hidden), "train_seconds": seconds})
     return f"{name}: {seconds:.0f} s"
+
+
+def cmd_adopt(args: argparse.Namespace) -> int:
+    """A run trained elsewhere (e.g. by a sweep with the same settings) joins the weights directory."""
+    (Path(args.out) / "weights").mkdir(parents=True, exist_ok=True)
+    weights = Path(args.out) / "weights" / f"{run_name(args.task, args.arm, args.seed)}.pt"
+    save_acting_weights(Path(args.checkpoint), weights, {"task": args.task, "arm": args.arm, "seed": args.seed,
+                                                        "steps": args.steps, "hidden": list(args.hidden),
+                                                        "train_seconds": None})
+    print(f"{weights}: from {args.checkpoint}")
+    return 0
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -192,7 +208,7 @@ def print_table(scored: list[dict[str, Any]]) -> None:
     markdown, chosen = table({arm: recs for arm, recs in records.items() if recs})
     print(markdown)
     print(f"\nby the rule (most safe (task, seed, κ), then highest mean reward): {chosen}")
-    seconds = [r["train_seconds"] for r in scored]
+    seconds = [r["train_seconds"] for r in scored if r["train_seconds"] is not None]
     if seconds:
         print(f"training time per run: median {sorted(seconds)[len(seconds) // 2]:.0f} s over {len(seconds)} runs")
 
@@ -209,6 +225,14 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--hidden", nargs="+", type=int, default=[256, 256])
     t.add_argument("--batch-size", type=int, default=256)
     t.add_argument("--jobs", type=int, default=os.cpu_count())
+    a = sub.add_parser("adopt", help="add a checkpoint trained elsewhere with the same settings as a run")
+    a.add_argument("--checkpoint", required=True)
+    a.add_argument("--out", required=True)
+    a.add_argument("--task", required=True)
+    a.add_argument("--arm", required=True, choices=ARMS)
+    a.add_argument("--seed", type=int, required=True)
+    a.add_argument("--steps", type=int, required=True)
+    a.add_argument("--hidden", nargs="+", type=int, default=[256, 256])
     k = sub.add_parser("pack", help="tar the weights not packed yet into DEST, at most 15 MB per file")
     k.add_argument("--out", required=True)
     k.add_argument("--dest", required=True)
@@ -219,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--episodes", type=int, default=20)
     s.add_argument("--jobs", type=int, default=1)
     args = p.parse_args(argv)
-    return {"train": cmd_train, "pack": cmd_pack, "score": cmd_score}[args.command](args)
+    return {"train": cmd_train, "adopt": cmd_adopt, "pack": cmd_pack, "score": cmd_score}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@ the switching rule wiring, and the shared vs independent actor."""
 
 from __future__ import annotations
 
+import re
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -159,3 +161,22 @@ def test_config_defaults_are_the_papers_and_spaces_come_from_the_registry(tmp_pa
     assert config.thresholds == [10.0, 20.0, 40.0] and config.resolved_horizon == 200
     assert config.observation_space.shape == (8,) and config.action_space.shape == (2,)
     assert CAPSConfig().training(num_heads=4).resolved_lambdas == pytest.approx([2 / 3, 4 / 3])
+
+
+def test_set_state_renames_the_pre_twinq_layout_and_refuses_missing_parameters():
+    """Checkpoints saved before TwinQ/MLPPair named the twins ``q1``/``q2`` and the value nets ``vr``/``vc``;
+    they load into today's module with every weight in place, and a state that lacks a parameter is refused
+    (RLlib's own ``set_state`` would leave it at its random initialisation)."""
+    torch.manual_seed(0)
+    source, target = make_module(2), make_module(2)
+    legacy = {}
+    for key, value in source.state_dict().items():
+        key = re.sub(r"^(q[rc](?:_target)?)\.members\.([01])\.", lambda m: f"{m[1]}.q{int(m[2]) + 1}.", key)
+        legacy[re.sub(r"^values\.members\.([01])\.", lambda m: f"v{'rc'[int(m[1])]}.", key)] = value
+    assert "qr.q1.0.weight" in legacy and "vc.0.weight" in legacy
+    target.set_state(legacy)
+    for key, value in source.state_dict().items():
+        assert torch.equal(target.state_dict()[key], value), key
+    del legacy["qc.q2.4.bias"]
+    with pytest.raises(ValueError, match=r"no values for qc\.members\.1\.4\.bias"):
+        make_module(2).set_state(legacy)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Protocol
 
 import torch
@@ -46,6 +47,7 @@ from rllib_caps.algorithms.caps.sacbc_losses import SAC_LOG_STD_MAX, SAC_LOG_STD
 from rllib_caps.algorithms.caps.switching import select_heads
 from rllib_caps.core.budget import remaining_budget_threshold
 from rllib_caps.core.keys import COST_SPENT, HEAD, STEP
+from rllib_caps.core.module_state import StrictStateMixin
 from rllib_caps.core.nets import MLPPair, TwinQ, frozen_call, mlp
 from rllib_caps.core.time_limit import remaining_time
 from rllib_caps.data.schema import T
@@ -103,7 +105,7 @@ class MultiHeadActor(nn.Module):
         return self.log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
 
 
-class DefaultCAPSTorchRLModule(TorchRLModule, DefaultCAPSRLModule):
+class DefaultCAPSTorchRLModule(StrictStateMixin, TorchRLModule, DefaultCAPSRLModule):
     framework: str = "torch"
 
     @override(TorchRLModule)
@@ -139,6 +141,13 @@ class DefaultCAPSTorchRLModule(TorchRLModule, DefaultCAPSRLModule):
             self.log_alpha = nn.Parameter(torch.tensor(math.log(float(cfg["initial_alpha"]))))
         else:
             self.values = MLPPair(critic_obs_dim, hidden, fused)  # (V^r, V^c)
+
+    @override(StrictStateMixin)
+    def legacy_state_key(self, key: str) -> str:
+        """Checkpoints saved before the critics became ``TwinQ``/``MLPPair`` (November 2026) named the twins
+        ``qr.q1``/``qr.q2`` (and targets alike) and the value nets ``vr``/``vc``."""
+        key = re.sub(r"^(q[rc](?:_target)?)\.q([12])\.", lambda m: f"{m[1]}.members.{int(m[2]) - 1}.", key)
+        return re.sub(r"^v([rc])\.", lambda m: f"values.members.{'rc'.index(m[1])}.", key)
 
     def critic_input(self, obs: torch.Tensor, step: torch.Tensor | None) -> torch.Tensor:
         """The critics' state input: ``obs``, with the remaining-time fraction appended when time-aware."""
