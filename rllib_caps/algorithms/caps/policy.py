@@ -34,26 +34,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_LEARNER_GROUP, COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
 from ray.rllib.core.rl_module.rl_module import RLModule
 from ray.rllib.utils.spaces.space_utils import unsquash_action
 
 from rllib_caps.core.budget import BudgetTracker
-from rllib_caps.core.manifest import CheckpointError, verify_manifest
-from rllib_caps.core.paths import resolve_local
-
-
-def module_checkpoint_dir(path: str | Path) -> Path:
-    """The RLModule directory inside an Algorithm checkpoint (or ``path`` if it already is one)."""
-    path = Path(resolve_local(path))
-    if not path.is_dir():
-        raise FileNotFoundError(f"{path}: no such checkpoint directory")
-    nested = path / COMPONENT_LEARNER_GROUP / COMPONENT_LEARNER / COMPONENT_RL_MODULE / DEFAULT_MODULE_ID
-    if nested.is_dir():
-        return nested
-    if (path / "class_and_ctor_args.pkl").is_file():
-        return path
-    raise FileNotFoundError(f"{path}: not a CAPS checkpoint (no {nested.relative_to(path)} inside)")
+from rllib_caps.core.checkpoint import load_module
 
 
 class CAPSPolicy:
@@ -68,17 +53,7 @@ class CAPSPolicy:
     def from_checkpoint(cls, path: str | Path) -> CAPSPolicy:
         """Loads the module from an ``Algorithm`` checkpoint directory (or its RLModule subdirectory), after
         checking the files against the checkpoint's ``manifest.json`` when it has one."""
-        given = Path(resolve_local(path))
-        module_dir = module_checkpoint_dir(given)
-        # manifest.json sits at the root of the Algorithm checkpoint, four levels above the module directory.
-        verify_manifest(given if module_dir != given or len(given.parts) < 5 else given.parents[3])
-        try:
-            module = RLModule.from_checkpoint(module_dir)
-        except Exception as err:  # unpickling a damaged file raises almost anything
-            hint = (" (saved by a release before the rllib_caps.algorithms layout: retrain it with this release)"
-                    if "rllib_caps.caps" in str(err) else "")
-            raise CheckpointError(f"{module_dir}: cannot load the module ({type(err).__name__}: {err}){hint}") from err
-        return cls(module.to("cpu"))
+        return cls(load_module(path))
 
     @property
     def num_heads(self) -> int:
@@ -128,11 +103,12 @@ class CAPSPolicy:
         return self.budget
 
     @torch.no_grad()
-    def act(self, obs: np.ndarray, cost: float | np.ndarray = 0.0) -> np.ndarray:
+    def act(self, obs: np.ndarray, cost: float | np.ndarray = 0.0, reward: float | np.ndarray = 0.0) -> np.ndarray:
         """The CAPS action(s) in the env's action bounds.
 
         ``cost`` is the cost the previous step incurred (``info["cost"]``); it is ignored on the first
-        call of an episode. ``obs`` is one observation or a batch ``(N, D)``.
+        call of an episode. ``obs`` is one observation or a batch ``(N, D)``. ``reward``, the previous step's
+        reward, is part of the deployable-policy protocol (``core.rollout``); CAPS does not use it.
         """
         budget = self._require_budget()
         single = np.ndim(obs) == 1
