@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from rllib_caps.algorithms.registry import get_algorithm
+from rllib_caps.algorithms.registry import ALGORITHMS, get_algorithm
 from rllib_caps.envs import get_task
 from rllib_caps.report.records import ReportError, TrialRecord
-from rllib_caps.report.tables import config_order
+from rllib_caps.report.tables import column_label, config_order
 
 logger = logging.getLogger("rllib_caps.report")
 
@@ -69,12 +69,16 @@ class CostLimitTable:
 
 def cost_limit_table(records: Sequence[TrialRecord], evaluations: dict[str, dict[str, Any]],
                      limits: Sequence[tuple[int, int]] = COST_LIMITS) -> CostLimitTable:
-    """A task is safe at a limit when its normalised cost there, averaged over seeds, is ≤ 1."""
+    """A task is safe at a limit when its normalised cost there, averaged over seeds, is ≤ 1. Columns are labelled
+    as in the main table (``CAPS K=2``, ``CDT`` when several algorithms share it), in registry order."""
     records = [r for r in records if str(r.trial_dir) in evaluations]  # κ-at-deployment algorithms only
+    algos = {r.algo for r in records}
+    order = {column_label(r.algo, r.config, algos): (list(ALGORITHMS).index(r.algo), config_order(r.config))
+             for r in records}
     groups: dict[tuple[str, str], list[TrialRecord]] = defaultdict(list)
     for r in records:
-        groups[(r.config, r.task)].append(r)
-    configs = sorted({r.config for r in records}, key=config_order)
+        groups[(column_label(r.algo, r.config, algos), r.task)].append(r)
+    configs = sorted(order, key=order.__getitem__)
     counts: dict[tuple[int, int], dict[str, tuple[int, int]]] = {}
     for lim in limits:
         counts[lim] = {}
