@@ -129,7 +129,7 @@ def get_algorithm(name: str) -> AlgorithmEntry:
 def load_policy(checkpoint: str | Path, algo: str | None = None) -> Any:
     """The deployable policy of a checkpoint: ``algo``'s policy class, or (``algo`` None) that of the algorithm
     whose RLModule the checkpoint holds."""
-    from rllib_caps.core.checkpoint import load_module
+    from rllib_caps.core.deployment import load_module
 
     module = load_module(checkpoint)
     for entry in ALGORITHMS.values():

@@ -29,45 +29,27 @@ With ``autoreset_mode=SAME_STEP`` the first observation comes with the ending st
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from ray.rllib.core.rl_module.rl_module import RLModule
-from ray.rllib.utils.spaces.space_utils import unsquash_action
 
 from rllib_caps.core.budget import BudgetTracker
-from rllib_caps.core.checkpoint import load_module
+from rllib_caps.core.deployment import DeployedPolicy
 
 
-class CAPSPolicy:
+class CAPSPolicy(DeployedPolicy):
     """The CAPS switching policy on CPU; ``budget`` (a ``BudgetTracker``) keeps c_<t and t per episode."""
 
     def __init__(self, module: RLModule, critics: Any = None) -> None:
-        self.module = module.eval()
+        super().__init__(module)
         self.critics = critics  # None: the module's offline critics; else e.g. fqe.FQECritics (head_values)
         self.budget: BudgetTracker | None = None  # set by reset(); act() refuses to run without a budget
-
-    @classmethod
-    def from_checkpoint(cls, path: str | Path) -> CAPSPolicy:
-        """Loads the module from an ``Algorithm`` checkpoint directory (or its RLModule subdirectory), after
-        checking the files against the checkpoint's ``manifest.json`` when it has one."""
-        return cls(load_module(path))
 
     @property
     def num_heads(self) -> int:
         return self.module.num_heads
-
-    @property
-    def task(self) -> str | None:
-        """The registry name of the task the bundle was trained on (None for a custom env)."""
-        return self.module.model_config.get("task")
-
-    @property
-    def training_seed(self) -> int | None:
-        """The seed the bundle was trained with (None for checkpoints that predate recording it)."""
-        return self.module.model_config.get("seed")
 
     def reset(self, threshold: float, batch_size: int = 1, fixed_head: int | None = None) -> None:
         """Starts new episode(s) with budget κ = ``threshold`` (undiscounted, in the env's cost units).
@@ -111,14 +93,7 @@ class CAPSPolicy:
         reward, is part of the deployable-policy protocol (``core.rollout``); CAPS does not use it.
         """
         budget = self._require_budget()
-        single = np.ndim(obs) == 1
-        obs_batch = np.atleast_2d(np.asarray(obs, dtype=np.float32))
-        expected = (len(budget), *self.module.observation_space.shape)
-        if obs_batch.shape != expected:
-            raise ValueError(f"obs has shape {np.shape(obs)}; expected {expected[1:]} per env for {len(budget)} env(s) "
-                             "(reset(threshold, batch_size=N) sets the number of envs)")
-        if not np.isfinite(obs_batch).all():
-            raise ValueError("obs contains NaN or inf")
+        obs_batch = self.observation_batch(obs, len(budget))
         cost = np.asarray(cost, dtype=np.float64)
         if cost.shape not in ((), (len(budget),)):
             raise ValueError(f"cost has shape {cost.shape}, expected () or ({len(budget)},)")
@@ -134,6 +109,4 @@ class CAPSPolicy:
             heads = torch.full((obs_batch.shape[0],), self.fixed_head)
         self._acted[:] = True
         self.last_heads = heads.numpy()
-        # The same mapping RLlib's EnvRunners apply with `normalize_actions=True`.
-        env_actions = unsquash_action(actions.numpy(), self.module.action_space).astype(np.float32)
-        return env_actions[0] if single else env_actions
+        return self.env_actions(actions.numpy(), single=np.ndim(obs) == 1)

@@ -16,19 +16,16 @@ cost-limit ablation deploy either.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import torch
 from ray.rllib.core.rl_module.rl_module import RLModule
-from ray.rllib.utils.spaces.space_utils import unsquash_action
 
 from rllib_caps.algorithms.cdt.context import ContextWindow
-from rllib_caps.core.checkpoint import load_module
+from rllib_caps.core.deployment import DeployedPolicy
 from rllib_caps.core.manifest import CheckpointError
 
 
-class CDTPolicy:
+class CDTPolicy(DeployedPolicy):
     """The CDT policy on CPU; one ``ContextWindow`` per env keeps the last L steps and the running targets."""
 
     num_heads = 1  # one policy; ``last_heads`` is always 0
@@ -36,23 +33,9 @@ class CDTPolicy:
     def __init__(self, module: RLModule) -> None:
         if not hasattr(module, "transformer"):
             raise CheckpointError(f"CDTPolicy needs a CDT module, got {type(module).__name__}")
-        self.module = module.eval()
+        super().__init__(module)
         self.contexts: list[ContextWindow] | None = None  # set by reset()
         self.last_heads = np.zeros(1, dtype=np.int64)
-
-    @classmethod
-    def from_checkpoint(cls, path: str | Path) -> CDTPolicy:
-        """Loads the module from an ``Algorithm`` checkpoint directory (or its RLModule subdirectory)."""
-        return cls(load_module(path))
-
-    @property
-    def task(self) -> str | None:
-        """The registry name of the task the model was trained on (None for a custom env)."""
-        return self.module.model_config.get("task")
-
-    @property
-    def training_seed(self) -> int | None:
-        return self.module.model_config.get("seed")
 
     def reset(self, threshold: float, batch_size: int = 1, fixed_head: int | None = None) -> None:
         """Starts new episode(s) with cost target κ = ``threshold`` (undiscounted, the env's cost units)."""
@@ -75,14 +58,7 @@ class CDTPolicy:
         one observation or a batch ``(N, D)``."""
         if self.contexts is None:
             raise RuntimeError("call reset(threshold) before act(): the policy needs the cost limit κ")
-        single = np.ndim(obs) == 1
-        obs_batch = np.atleast_2d(np.asarray(obs, dtype=np.float32))
-        expected = (len(self.contexts), *self.module.observation_space.shape)
-        if obs_batch.shape != expected:
-            raise ValueError(f"obs has shape {np.shape(obs)}; expected {expected[1:]} per env for "
-                             f"{len(self.contexts)} env(s) (reset(threshold, batch_size=N) sets the number of envs)")
-        if not np.isfinite(obs_batch).all():
-            raise ValueError("obs contains NaN or inf")
+        obs_batch = self.observation_batch(obs, len(self.contexts))
         costs = np.broadcast_to(np.asarray(cost, np.float64), (len(self.contexts),))
         rewards = np.broadcast_to(np.asarray(reward, np.float64), (len(self.contexts),))
         for i, context in enumerate(self.contexts):
@@ -93,6 +69,4 @@ class CDTPolicy:
         windows = [context.window() for context in self.contexts]
         batch = {key: torch.from_numpy(np.stack([w[key] for w in windows])) for key in windows[0]}
         self._actions = self.module.transformer.act(batch).numpy()
-        # The same mapping RLlib's EnvRunners apply with `normalize_actions=True`.
-        env_actions = unsquash_action(self._actions, self.module.action_space).astype(np.float32)
-        return env_actions[0] if single else env_actions
+        return self.env_actions(self._actions, single=np.ndim(obs) == 1)
