@@ -42,6 +42,7 @@ from rllib_caps.data.sequences import (
     EpisodeSequences,
 )
 from rllib_caps.envs import get_task
+from rllib_caps.evaluate import main as evaluate_main
 from tests.test_bearl import local_learner
 
 BUNDLED = Path(__file__).resolve().parents[1] / "datasets" / "BallCircle"
@@ -298,7 +299,8 @@ def test_every_algorithm_that_takes_kappa_at_deployment_has_a_deployable_policy(
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_checkpoint_round_trip_deploys_the_same_policy(ray_session, tmp_path: Path) -> None:
+def test_checkpoint_round_trip_deploys_the_same_policy(ray_session, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture) -> None:
     config = build_config("cdt", "BallCircle", BUNDLED, steps=4, updates_per_iteration=4, eval_episodes=1,
                           thresholds=[10.0], **TINY)
     algo = config.build_algo()
@@ -321,6 +323,8 @@ def test_checkpoint_round_trip_deploys_the_same_policy(ray_session, tmp_path: Pa
     context.start(obs)
     batch = {k: torch.from_numpy(v[None]) for k, v in context.window().items()}
     assert np.allclose(action, module.eval().transformer.act(batch).numpy()[0], atol=1e-6)
+    assert evaluate_main(["--checkpoint", str(tmp_path / "ckpt"), "--critic", "fqe-reward"]) == 2
+    assert "only CAPS switches with critics" in capsys.readouterr().err
 
 
 @pytest.mark.slow
