@@ -3,7 +3,7 @@ trial, on the bundled BallCircle, in one process (interleaved, so drift on a sha
 The paper reports 154 min for CDT and 24 min for CAPS(IQL), K = 2, on one A40 (HalfCheetah, 100k steps): a
 ratio of 6.4.
 
-    .venv/bin/python benchmarks/bench_cdt.py --steps 2 --repetitions 3 --trial-steps 4
+    python -m benchmarks.bench_cdt --steps 2 --repetitions 3 --trial-steps 4
 
 Per step: both RLlib learners (``update_from_dataset``, local, no Ray actors), CDT with embedding 128, 3 layers,
 8 heads, L = 10, batch 2048; CAPS(IQL) with K = 2, hidden [512, 512], batch 512. Per trial: ``build_algo`` and
