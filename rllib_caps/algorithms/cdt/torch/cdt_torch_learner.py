@@ -73,8 +73,8 @@ class CDTTorchLearner(OfflineSafeTorchLearner):
         if longest > horizon:
             raise DatasetError(f"{self.config.input_}: an episode has {longest} steps, more than the horizon "
                                f"{horizon} that CDT's timestep embedding covers (set .training(horizon=...))")
-        self.sampler = EpisodeSampler(sequences, self.config, seed=(self.config.seed or 0) * 1000
-                                      + self._learner_index)
+        # Every learner relabels alike (the training seed alone); each then draws its own windows.
+        self.sampler = EpisodeSampler(sequences, self.config, seed=self.config.seed or 0)
         logger.info("CDT: %d episodes and %d relabelled copies", len(sequences), self.sampler.num_relabelled)
 
     @override(OfflineSafeLearner)
