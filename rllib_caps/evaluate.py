@@ -1,4 +1,5 @@
-"""Evaluate a CAPS checkpoint at any thresholds without retraining (and without Ray).
+"""Evaluate a checkpoint of an algorithm that takes κ at deployment (CAPS, CDT) at any thresholds without
+retraining (and without Ray); the registry's deployable policy of the checkpoint's algorithm acts.
 
     python -m rllib_caps.evaluate --checkpoint CKPT --thresholds 5 10 20 40 --episodes 20
     python -m rllib_caps.evaluate --checkpoint CKPT --critic offline fqe-reward fqe-both --data datasets/BallCircle
@@ -42,8 +43,8 @@ def check_task_fits(policy: Any, task: TaskSpec, checkpoint: str, *, allow_misma
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m rllib_caps.evaluate",
-        description="Roll out a trained CAPS policy on the real simulator at any cost thresholds (no retraining, "
-                    "no Ray) and print raw and DSRL-normalised reward/cost per threshold.",
+        description="Roll out a trained CAPS or CDT policy on the real simulator at any cost thresholds (no "
+                    "retraining, no Ray) and print raw and DSRL-normalised reward/cost per threshold.",
     )
     p.add_argument("--checkpoint", required=True, help="checkpoint directory written by rllib_caps.train")
     p.add_argument("--task", help="task name (default: the one the checkpoint was trained on)")
@@ -71,6 +72,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     from rllib_caps.algorithms.caps.policy import CAPSPolicy
+    from rllib_caps.algorithms.registry import load_policy
     from rllib_caps.data import TransitionDataset
 
     args = parse_args(argv)
@@ -83,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     critics = list(dict.fromkeys(args.critic))
     try:
         settings = FQESettings(steps=args.fqe_steps, batch_size=args.fqe_batch_size)
-        policy = CAPSPolicy.from_checkpoint(args.checkpoint)
+        policy = load_policy(args.checkpoint)
         if not (args.task or policy.task):
             raise ValueError(f"{args.checkpoint}: trained on a custom env; pass --task")
         task = get_task(args.task or policy.task)
@@ -92,6 +94,9 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--head {args.head}: the checkpoint has heads 0 to {policy.num_heads - 1}")
         if args.head is not None and critics != ["offline"]:
             raise ValueError("--head acts with one head, no critic is read: leave out --critic")
+        if critics != ["offline"] and not isinstance(policy, CAPSPolicy):
+            raise ValueError(f"--critic {' '.join(critics)}: only CAPS switches with critics; {args.checkpoint} "
+                             f"holds a {type(policy).__name__}")
         dataset = None
         if critics != ["offline"]:
             data = Path(args.data or Path("datasets") / task.name)
@@ -105,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     thresholds = args.thresholds or [float(k) for k in task.thresholds]
     seed = args.seed if args.seed is not None else episode_seed(policy)
-    if args.head is not None:
+    if args.head is not None or not isinstance(policy, CAPSPolicy):
         results = {"offline": evaluate_policy(policy, task, thresholds, args.episodes, seed=seed, fixed_head=args.head)}
     else:
         results = evaluate_critics(policy, dataset, task, thresholds, args.episodes, critics, settings, seed=seed)

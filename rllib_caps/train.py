@@ -58,7 +58,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="CAPS's offline RL backbone: IQL or SAC+BC (docs/paper.md, Training) [iql]")
     p.add_argument("--cost-limit", type=float,
                    help="κ for the algorithms trained for one cost limit (required by bc-safe, bearl, cpq; "
-                        "bc-all without it is evaluated at every threshold of the task); CAPS takes κ at deployment")
+                        "bc-all without it is evaluated at every threshold of the task); CAPS and CDT take κ at "
+                        "deployment")
     p.add_argument("--heads", type=int, help="CAPS: number of policy heads K >= 2 [2]")
     p.add_argument("--steps", type=int, help="gradient steps [100000, the paper's]")
     p.add_argument("--implementation", choices=("paper", "code"),

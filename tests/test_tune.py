@@ -230,26 +230,36 @@ def test_sweep_over_two_tasks_and_two_seeds_reports_every_row(ray_address: str, 
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_two_algorithm_sweep_reports_both_columns(ray_address: str, tmp_path: Path) -> None:
-    """CAPS (one trial, evaluated at κ 10/20/40) and BC-Safe (one trial per κ) in one Tune experiment on the
-    bundled BallCircle; the report has a column per algorithm, BC-Safe's seed merging its three κ."""
-    options = SweepOptions(algos=["caps", "bc-safe"], tasks="BallCircle", seeds=[0], data_root=str(ROOT / "datasets"),
-                           storage=str(tmp_path), name="two", training=TINY_TRAINING, cpus_per_trial=1.0)
+def test_three_algorithm_sweep_reports_every_column_and_the_cost_limit_table(ray_address: str,
+                                                                            tmp_path: Path) -> None:
+    """CAPS and CDT (one trial each, evaluated at κ 10/20/40) and BC-Safe (one trial per κ) in one Tune experiment
+    on the bundled BallCircle; the report has a column per algorithm, BC-Safe's seed merging its three κ, and the
+    cost-limit table re-evaluates the two κ-at-deployment checkpoints (CAPS, CDT) at every limit set."""
+    options = SweepOptions(algos=["caps", "bc-safe", "cdt"], tasks="BallCircle", seeds=[0],
+                           data_root=str(ROOT / "datasets"), storage=str(tmp_path), name="three",
+                           training=TINY_TRAINING, cpus_per_trial=1.0)
     experiment = run_sweep(options)
     records, unfinished = load_trials(experiment)
     assert unfinished == []
     assert sorted((r.algo, r.cost_limit) for r in records) == [("bc-safe", 10.0), ("bc-safe", 20.0),
-                                                               ("bc-safe", 40.0), ("caps", None)]
+                                                               ("bc-safe", 40.0), ("caps", None), ("cdt", None)]
     for r in records:
-        expected = ["10", "20", "40"] if r.algo == "caps" else [f"{r.cost_limit:g}"]  # each at its own κ
+        expected = [f"{r.cost_limit:g}"] if r.algo == "bc-safe" else ["10", "20", "40"]  # each at its own κ
         assert sorted(r.evaluation["thresholds"], key=float) == expected
     table = MainTable(summarize(records))
-    assert table.configs == ["CAPS K=2", "BC-Safe"]
+    assert table.configs == ["CAPS K=2", "BC-Safe", "CDT"]
     bc_safe = table.cell("BallCircle", "BC-Safe")
     assert list(bc_safe.per_threshold) == [10.0, 20.0, 40.0] and bc_safe.seeds == (0,)
-    report = write_report(experiment)
-    assert "CAPS K=2 reward ↑" in report.markdown and "BC-Safe reward ↑" in report.markdown
+    report = write_report(experiment, cost_limits=True, episodes=1)
+    assert all(f"{c} reward ↑" in report.markdown for c in ("CAPS K=2", "BC-Safe", "CDT"))
     assert "| safe tasks |" in report.markdown
+    limits = (report.out_dir / "cost_limits.md").read_text()
+    assert "CAPS K=2 safe tasks | CDT safe tasks" in limits and "| {5, 10} |" in limits and "| {20, 40} |" in limits
+    evaluations = json.loads((report.out_dir / "cost_limits.json").read_text())
+    assert len(evaluations) == 2  # the CAPS and CDT checkpoints, not BC-Safe's
+    for results in evaluations.values():
+        assert sorted(results["thresholds"], key=float) == ["5", "10", "15", "20", "30", "40"]
+    assert (report.out_dir / "kappa.png").stat().st_size > 0
 
 
 def _terminated_trials(experiment: Path) -> set[str]:

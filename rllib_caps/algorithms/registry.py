@@ -42,6 +42,7 @@ class AlgorithmEntry:
     threshold_at_deployment: bool
     title: str = ""  # the report's column title (default: the name)
     axes: tuple[str, ...] = ()  # sweep grid axes besides task and seed
+    policy_path: str = ""  # "module:ClassName" of its Ray-free deployable policy (core.rollout), if it has one
 
     @property
     def display_name(self) -> str:
@@ -49,8 +50,20 @@ class AlgorithmEntry:
 
     @property
     def config_class(self) -> type:
-        module, _, name = self.config_path.partition(":")
-        return getattr(importlib.import_module(module), name)
+        return _resolve(self.config_path)
+
+    @property
+    def policy_class(self) -> type:
+        """Its deployable policy class: ``from_checkpoint(path)``, ``reset(threshold)``, ``act(obs, cost, reward=)``."""
+        if not self.policy_path:
+            raise ValueError(f"{self.name} has no deployable policy")
+        return _resolve(self.policy_path)
+
+
+def _resolve(path: str) -> type:
+    """The class a "module:ClassName" path names."""
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 # Ablation axes of a trial (`--backbones`, `--actors`, `--critics`) and their defaults, left out of the labels.
@@ -80,7 +93,8 @@ def fixed_label(label: str) -> Callable[[Mapping[str, Any]], str]:
 ALGORITHMS: dict[str, AlgorithmEntry] = {
     "caps": AlgorithmEntry(name="caps", config_path="rllib_caps.algorithms.caps.caps:CAPSConfig",
                            trial_label=_caps_label, searchable=("awr_beta", "lambdas"), threshold_at_deployment=True,
-                           title="CAPS", axes=("heads", "backbone", "actor")),
+                           title="CAPS", axes=("heads", "backbone", "actor"),
+                           policy_path="rllib_caps.algorithms.caps.policy:CAPSPolicy"),
     # BC-All ignores κ in training: one model per seed, evaluated at every threshold (docs/baselines.md).
     "bc-all": AlgorithmEntry(name="bc-all", config_path="rllib_caps.algorithms.bc.bc:BCConfig",
                              trial_label=fixed_label("BC-All"), searchable=(), threshold_at_deployment=False,
@@ -98,6 +112,10 @@ ALGORITHMS: dict[str, AlgorithmEntry] = {
                                 config_path="rllib_caps.algorithms.coptidice.coptidice:COptiDICEConfig",
                                 trial_label=fixed_label("COptiDICE"), searchable=(), threshold_at_deployment=False,
                                 title="COptiDICE", axes=(COST_LIMIT_AXIS,)),
+    # CDT takes κ at deployment as its initial cost-to-go: one model per seed for every κ (docs/baselines.md).
+    "cdt": AlgorithmEntry(name="cdt", config_path="rllib_caps.algorithms.cdt.cdt:CDTConfig",
+                          trial_label=fixed_label("CDT"), searchable=(), threshold_at_deployment=True, title="CDT",
+                          policy_path="rllib_caps.algorithms.cdt.policy:CDTPolicy"),
 }
 
 
@@ -106,6 +124,21 @@ def get_algorithm(name: str) -> AlgorithmEntry:
         return ALGORITHMS[name.lower()]
     except KeyError:
         raise ValueError(f"unknown algorithm {name!r}; known: {', '.join(ALGORITHMS)}") from None
+
+
+def load_policy(checkpoint: str | Path, algo: str | None = None) -> Any:
+    """The deployable policy of a checkpoint: ``algo``'s policy class, or (``algo`` None) that of the algorithm
+    whose RLModule the checkpoint holds."""
+    from rllib_caps.core.deployment import load_module
+
+    module = load_module(checkpoint)
+    for entry in ALGORITHMS.values():
+        if entry.policy_path and algo in (None, entry.name):
+            if isinstance(module, entry.config_class().get_default_rl_module_spec().module_class):
+                return entry.policy_class(module)
+    deployable = ", ".join(e.name for e in ALGORITHMS.values() if e.policy_path)
+    raise ValueError(f"{checkpoint}: holds a {type(module).__name__}, not the module of "
+                     f"{algo or 'an algorithm with a deployable policy'} ({deployable})")
 
 
 def canonical_settings(settings: Mapping[str, Any]) -> dict[str, Any]:

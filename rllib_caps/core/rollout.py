@@ -1,8 +1,9 @@
 """Ray-free rollouts of a deployable policy (``CAPSPolicy`` and its kind) on the real simulator, scored at
 cost thresholds the DSRL way. ``python -m rllib_caps.evaluate`` and the report's cost-limit ablation use it.
 
-A policy here has ``reset(threshold, fixed_head=None)``, ``act(obs, cost)`` (``cost``: the previous step's
-``info["cost"]``), ``num_heads`` and ``last_heads``.
+A policy here has ``reset(threshold, fixed_head=None)``, ``act(obs, cost, reward=...)`` (``cost`` and ``reward``:
+the previous step's ``info["cost"]`` and reward; both ignored on an episode's first call), ``num_heads`` and
+``last_heads``.
 """
 
 from __future__ import annotations
@@ -25,15 +26,15 @@ def run_episode(policy: Any, env: Any, threshold: float, seed: int, fixed_head: 
     from ``reset(seed=seed)``."""
     policy.reset(threshold=threshold, fixed_head=fixed_head)
     obs, _ = env.reset(seed=seed)
-    reward, cost, step_cost, length = 0.0, 0.0, 0.0, 0
+    reward, cost, step_reward, step_cost, length = 0.0, 0.0, 0.0, 0.0, 0
     counts = np.zeros(policy.num_heads, dtype=np.int64)
     done = False
     while not done:
-        action = policy.act(obs, step_cost)
+        action = policy.act(obs, step_cost, reward=step_reward)
         counts[policy.last_heads[0]] += 1
         obs, r, terminated, truncated, info = env.step(action)
-        step_cost = info_cost(info)
-        reward, cost, length = reward + float(r), cost + step_cost, length + 1
+        step_reward, step_cost = float(r), info_cost(info)
+        reward, cost, length = reward + step_reward, cost + step_cost, length + 1
         done = terminated or truncated
     return EpisodeOutcome(reward=reward, cost=cost, length=length, head_counts=tuple(int(c) for c in counts))
 

@@ -25,13 +25,17 @@ class OfflineSafeTorchLearner(TorchLearner, OfflineSafeLearner):
     """
 
     def register_adam_optimizers(self, module_id: str, groups: Mapping[str, tuple[Any, float]],
-                                 unscheduled: Collection[str] = ()) -> dict[str, torch.optim.Adam]:
+                                 unscheduled: Collection[str] = (), weight_decay: Mapping[str, float] | None = None,
+                                 ) -> dict[str, torch.optim.Optimizer]:
         """One Adam per named group ``name -> (network or parameter list, learning rate)``, registered with RLlib,
-        which keeps each at its learning rate; groups in ``unscheduled`` are left to the caller's own schedule."""
+        which keeps each at its learning rate; groups in ``unscheduled`` are left to the caller's own schedule,
+        groups in ``weight_decay`` get AdamW (Adam with decoupled weight decay) with that decay."""
         optimizers = {}
+        decay = weight_decay or {}
         for name, (net, lr) in groups.items():
             params = list(net.parameters()) if isinstance(net, torch.nn.Module) else list(net)
-            optimizers[name] = torch.optim.Adam(params, lr=lr)
+            optimizers[name] = (torch.optim.AdamW(params, lr=lr, weight_decay=decay[name]) if name in decay
+                                else torch.optim.Adam(params, lr=lr))
             self.register_optimizer(module_id=module_id, optimizer_name=name, optimizer=optimizers[name],
                                     params=params, lr_or_lr_schedule=None if name in unscheduled else lr)
         return optimizers

@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from rllib_caps.algorithms.registry import get_algorithm
+from rllib_caps.algorithms.registry import ALGORITHMS, get_algorithm
 from rllib_caps.envs import get_task
 from rllib_caps.report.records import ReportError, TrialRecord
-from rllib_caps.report.tables import config_order
+from rllib_caps.report.tables import column_label, config_order
 
 logger = logging.getLogger("rllib_caps.report")
 
@@ -28,23 +28,23 @@ def limit_for(suite: str, limits: tuple[int, int]) -> float:
     return float(limits[0] if suite in ("bullet", "metadrive") else limits[1])
 
 
-def _evaluate_checkpoint(job: tuple[str, str, list[float], int]) -> dict[str, Any]:
-    from rllib_caps.algorithms.caps.policy import CAPSPolicy
+def _evaluate_checkpoint(job: tuple[str, str, str, list[float], int]) -> dict[str, Any]:
     from rllib_caps.core.rollout import episode_seed, evaluate_policy
 
-    checkpoint, task, thresholds, episodes = job
-    policy = CAPSPolicy.from_checkpoint(checkpoint)
+    algo, checkpoint, task, thresholds, episodes = job
+    policy = get_algorithm(algo).policy_class.from_checkpoint(checkpoint)
     return evaluate_policy(policy, get_task(task), thresholds, episodes, seed=episode_seed(policy), progress=False)
 
 
 def evaluate_cost_limits(records: Sequence[TrialRecord], episodes: int, jobs: int = 1,
                          limits: Sequence[tuple[int, int]] = COST_LIMITS) -> dict[str, dict[str, Any]]:
-    """Evaluates every trial's last checkpoint at its suite's limits (no retraining): trial dir -> results."""
+    """Evaluates the last checkpoint of every trial whose algorithm takes κ at deployment (CAPS, CDT) at its suite's
+    limits with the algorithm's deployable policy (no retraining): trial dir -> results."""
     records = [r for r in records if get_algorithm(r.algo).threshold_at_deployment]  # one policy for every κ
     missing = [str(r.trial_dir) for r in records if r.checkpoint is None]
     if missing:
         raise ReportError(f"--cost-limits: no checkpoint in {', '.join(missing)}")
-    work = [(str(r.checkpoint), r.task, sorted({limit_for(r.suite, lim) for lim in limits}), episodes)
+    work = [(r.algo, str(r.checkpoint), r.task, sorted({limit_for(r.suite, lim) for lim in limits}), episodes)
             for r in records]
     logger.info("evaluating %d checkpoints at the cost limits, %d episodes per limit", len(work), episodes)
     if jobs > 1:
@@ -69,12 +69,16 @@ class CostLimitTable:
 
 def cost_limit_table(records: Sequence[TrialRecord], evaluations: dict[str, dict[str, Any]],
                      limits: Sequence[tuple[int, int]] = COST_LIMITS) -> CostLimitTable:
-    """A task is safe at a limit when its normalised cost there, averaged over seeds, is ≤ 1."""
+    """A task is safe at a limit when its normalised cost there, averaged over seeds, is ≤ 1. Columns are labelled
+    as in the main table (``CAPS K=2``, ``CDT`` when several algorithms share it), in registry order."""
     records = [r for r in records if str(r.trial_dir) in evaluations]  # κ-at-deployment algorithms only
+    algos = {r.algo for r in records}
+    order = {column_label(r.algo, r.config, algos): (list(ALGORITHMS).index(r.algo), config_order(r.config))
+             for r in records}
     groups: dict[tuple[str, str], list[TrialRecord]] = defaultdict(list)
     for r in records:
-        groups[(r.config, r.task)].append(r)
-    configs = sorted({r.config for r in records}, key=config_order)
+        groups[(column_label(r.algo, r.config, algos), r.task)].append(r)
+    configs = sorted(order, key=order.__getitem__)
     counts: dict[tuple[int, int], dict[str, tuple[int, int]]] = {}
     for lim in limits:
         counts[lim] = {}

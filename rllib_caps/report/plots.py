@@ -109,9 +109,10 @@ def kappa_curves(rows: Sequence[Row], records: Sequence[TrialRecord],
 def plot_kappa(rows: Sequence[Row], records: Sequence[TrialRecord],
                evaluations: dict[str, dict[str, Any]] | None, path: Path) -> None:
     """Normalised reward (solid) and cost (dashed) against κ per task and configuration."""
+    curves = kappa_curves(rows, records, evaluations)
     fig, axes = _panels(_tasks(rows))
     styles = _styles(rows)
-    for (task, config), curve in kappa_curves(rows, records, evaluations).items():
+    for (task, config), curve in curves.items():
         ax = axes[task]
         marker, colour = styles[config]
         kappas = list(curve)
@@ -123,7 +124,8 @@ def plot_kappa(rows: Sequence[Row], records: Sequence[TrialRecord],
         ax.set(title=task, xlabel="cost limit κ", ylabel="normalised value")
         ax.legend(fontsize="x-small")
     source = "cost-limit evaluations" if evaluations is not None else "the sweep's evaluation thresholds"
-    _save(fig, path, f"{_subject(rows)}: reward (solid) and cost (dashed) vs κ, from {source}; dotted: cost 1")
+    plotted = [r for r in rows if (r.task, r.config) in curves]  # the cost-limit evaluations: κ-at-deployment only
+    _save(fig, path, f"{_subject(plotted)}: reward (solid) and cost (dashed) vs κ, from {source}; dotted: cost 1")
 
 
 def plot_head_usage(rows: Sequence[Row], path: Path) -> None:

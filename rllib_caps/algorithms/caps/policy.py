@@ -29,70 +29,27 @@ With ``autoreset_mode=SAME_STEP`` the first observation comes with the ending st
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_LEARNER_GROUP, COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
 from ray.rllib.core.rl_module.rl_module import RLModule
-from ray.rllib.utils.spaces.space_utils import unsquash_action
 
 from rllib_caps.core.budget import BudgetTracker
-from rllib_caps.core.manifest import CheckpointError, verify_manifest
-from rllib_caps.core.paths import resolve_local
+from rllib_caps.core.deployment import DeployedPolicy
 
 
-def module_checkpoint_dir(path: str | Path) -> Path:
-    """The RLModule directory inside an Algorithm checkpoint (or ``path`` if it already is one)."""
-    path = Path(resolve_local(path))
-    if not path.is_dir():
-        raise FileNotFoundError(f"{path}: no such checkpoint directory")
-    nested = path / COMPONENT_LEARNER_GROUP / COMPONENT_LEARNER / COMPONENT_RL_MODULE / DEFAULT_MODULE_ID
-    if nested.is_dir():
-        return nested
-    if (path / "class_and_ctor_args.pkl").is_file():
-        return path
-    raise FileNotFoundError(f"{path}: not a CAPS checkpoint (no {nested.relative_to(path)} inside)")
-
-
-class CAPSPolicy:
+class CAPSPolicy(DeployedPolicy):
     """The CAPS switching policy on CPU; ``budget`` (a ``BudgetTracker``) keeps c_<t and t per episode."""
 
     def __init__(self, module: RLModule, critics: Any = None) -> None:
-        self.module = module.eval()
+        super().__init__(module)
         self.critics = critics  # None: the module's offline critics; else e.g. fqe.FQECritics (head_values)
         self.budget: BudgetTracker | None = None  # set by reset(); act() refuses to run without a budget
-
-    @classmethod
-    def from_checkpoint(cls, path: str | Path) -> CAPSPolicy:
-        """Loads the module from an ``Algorithm`` checkpoint directory (or its RLModule subdirectory), after
-        checking the files against the checkpoint's ``manifest.json`` when it has one."""
-        given = Path(resolve_local(path))
-        module_dir = module_checkpoint_dir(given)
-        # manifest.json sits at the root of the Algorithm checkpoint, four levels above the module directory.
-        verify_manifest(given if module_dir != given or len(given.parts) < 5 else given.parents[3])
-        try:
-            module = RLModule.from_checkpoint(module_dir)
-        except Exception as err:  # unpickling a damaged file raises almost anything
-            hint = (" (saved by a release before the rllib_caps.algorithms layout: retrain it with this release)"
-                    if "rllib_caps.caps" in str(err) else "")
-            raise CheckpointError(f"{module_dir}: cannot load the module ({type(err).__name__}: {err}){hint}") from err
-        return cls(module.to("cpu"))
 
     @property
     def num_heads(self) -> int:
         return self.module.num_heads
-
-    @property
-    def task(self) -> str | None:
-        """The registry name of the task the bundle was trained on (None for a custom env)."""
-        return self.module.model_config.get("task")
-
-    @property
-    def training_seed(self) -> int | None:
-        """The seed the bundle was trained with (None for checkpoints that predate recording it)."""
-        return self.module.model_config.get("seed")
 
     def reset(self, threshold: float, batch_size: int = 1, fixed_head: int | None = None) -> None:
         """Starts new episode(s) with budget κ = ``threshold`` (undiscounted, in the env's cost units).
@@ -128,21 +85,15 @@ class CAPSPolicy:
         return self.budget
 
     @torch.no_grad()
-    def act(self, obs: np.ndarray, cost: float | np.ndarray = 0.0) -> np.ndarray:
+    def act(self, obs: np.ndarray, cost: float | np.ndarray = 0.0, reward: float | np.ndarray = 0.0) -> np.ndarray:
         """The CAPS action(s) in the env's action bounds.
 
         ``cost`` is the cost the previous step incurred (``info["cost"]``); it is ignored on the first
-        call of an episode. ``obs`` is one observation or a batch ``(N, D)``.
+        call of an episode. ``obs`` is one observation or a batch ``(N, D)``. ``reward``, the previous step's
+        reward, is part of the deployable-policy protocol (``core.rollout``); CAPS does not use it.
         """
         budget = self._require_budget()
-        single = np.ndim(obs) == 1
-        obs_batch = np.atleast_2d(np.asarray(obs, dtype=np.float32))
-        expected = (len(budget), *self.module.observation_space.shape)
-        if obs_batch.shape != expected:
-            raise ValueError(f"obs has shape {np.shape(obs)}; expected {expected[1:]} per env for {len(budget)} env(s) "
-                             "(reset(threshold, batch_size=N) sets the number of envs)")
-        if not np.isfinite(obs_batch).all():
-            raise ValueError("obs contains NaN or inf")
+        obs_batch = self.observation_batch(obs, len(budget))
         cost = np.asarray(cost, dtype=np.float64)
         if cost.shape not in ((), (len(budget),)):
             raise ValueError(f"cost has shape {cost.shape}, expected () or ({len(budget)},)")
@@ -157,6 +108,4 @@ class CAPSPolicy:
             heads = torch.full((obs_batch.shape[0],), self.fixed_head)
         self._acted[:] = True
         self.last_heads = heads.numpy()
-        # The same mapping RLlib's EnvRunners apply with `normalize_actions=True`.
-        env_actions = unsquash_action(actions.numpy(), self.module.action_space).astype(np.float32)
-        return env_actions[0] if single else env_actions
+        return self.env_actions(actions.numpy(), single=np.ndim(obs) == 1)

@@ -1,0 +1,122 @@
+"""Torch CDT learner: windows of whole episodes and their Pareto-relabelled copies sampled on the learner's
+device, AdamW with OSRL's linear warm-up and gradient clip for the transformer, Adam for the temperature."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+import torch
+from ray.rllib.core.learner.learner import Learner
+from ray.rllib.core.learner.torch.torch_learner import TorchLearner
+from ray.rllib.utils.annotations import override
+from ray.rllib.utils.torch_utils import clip_gradients
+from ray.rllib.utils.typing import ModuleID, ParamDict, TensorType
+
+from rllib_caps.algorithms.cdt.losses import cdt_losses
+from rllib_caps.algorithms.cdt.relabel import episode_weights, relabel
+from rllib_caps.core.learner import OfflineSafeLearner
+from rllib_caps.core.torch_learner import OfflineSafeTorchLearner
+from rllib_caps.data import DatasetError
+from rllib_caps.data.sequences import COSTS_TO_GO, MASK, RETURNS_TO_GO, EpisodeSequences
+
+logger = logging.getLogger(__name__)
+
+
+class EpisodeSampler:
+    """The training episodes: every dataset episode and every relabelled copy (``relabel.relabel``), each a view
+    (episode, return shift, cost shift) sampled with probability ∝ ``relabel.episode_weights`` of its (relabelled)
+    cost; a window starts at a uniform step of its episode (OSRL's ``SequenceDataset``)."""
+
+    def __init__(self, sequences: EpisodeSequences, config: Any, seed: int) -> None:
+        self.sequences, self.seq_len = sequences, config.seq_len
+        costs = sequences.episode_costs.double().cpu().numpy()
+        returns = sequences.episode_returns.double().cpu().numpy()
+        augmented = relabel(costs, returns, config.augmentation_settings(), np.random.default_rng(seed))
+        self.num_relabelled = len(augmented.sources)
+        episodes = np.concatenate([np.arange(len(costs)), augmented.sources])
+        return_shift = np.concatenate([np.zeros(len(costs)), augmented.returns - returns[augmented.sources]])
+        cost_shift = np.concatenate([np.zeros(len(costs)), augmented.costs - costs[augmented.sources]])
+        weights = episode_weights(costs[episodes] + cost_shift, config.cost_cap)
+        if not weights.sum() > 0:
+            raise DatasetError(f"{config.input_}: every episode costs {config.cost_cap:g} or more, and CDT samples "
+                               "episodes with probability ∝ max(0, cost_cap − C): raise cost_cap")
+        device = sequences.starts.device
+        self.episodes = torch.as_tensor(episodes, dtype=torch.long, device=device)
+        self.return_shift = torch.as_tensor(return_shift, dtype=torch.float32, device=device)
+        self.cost_shift = torch.as_tensor(cost_shift, dtype=torch.float32, device=device)
+        self.weights = torch.as_tensor(weights, dtype=torch.float32, device=device)
+
+    def sample(self, batch_size: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
+        views = torch.multinomial(self.weights, batch_size, replacement=True, generator=generator)
+        episodes = self.episodes[views]
+        lengths = self.sequences.lengths[episodes]
+        first = (torch.rand(batch_size, generator=generator, device=lengths.device) * lengths).long()
+        window = self.sequences.windows(episodes, torch.minimum(first, lengths - 1), self.seq_len)
+        window[RETURNS_TO_GO] = window[RETURNS_TO_GO] + self.return_shift[views, None] * window[MASK]
+        window[COSTS_TO_GO] = window[COSTS_TO_GO] + self.cost_shift[views, None] * window[MASK]
+        return window
+
+
+class CDTTorchLearner(OfflineSafeTorchLearner):
+    """One backward pass on the sum of the losses: the action loss sees the temperature detached and the
+    temperature loss the entropy detached, so each optimiser gets its own loss's gradient, as in OSRL's two
+    sequential steps on one forward pass."""
+
+    @override(OfflineSafeLearner)
+    def build(self) -> None:
+        super().build()
+        sequences = EpisodeSequences.from_dataset(self.dataset)
+        horizon = self.config.resolved_horizon
+        longest = int(sequences.lengths.max())
+        if longest > horizon:
+            raise DatasetError(f"{self.config.input_}: an episode has {longest} steps, more than the horizon "
+                               f"{horizon} that CDT's timestep embedding covers (set .training(horizon=...))")
+        # Every learner relabels alike (the training seed alone); each then draws its own windows.
+        self.sampler = EpisodeSampler(sequences, self.config, seed=self.config.seed or 0)
+        logger.info("CDT: %d episodes and %d relabelled copies", len(sequences), self.sampler.num_relabelled)
+
+    @override(OfflineSafeLearner)
+    def sample_minibatch(self, batch_size: int) -> dict[str, torch.Tensor]:
+        return self.sampler.sample(batch_size, self._generator)
+
+    @override(TorchLearner)
+    def configure_optimizers_for_module(self, module_id: ModuleID, config: Any = None) -> None:
+        module = self._module[module_id]
+        self.register_adam_optimizers(
+            module_id, {"transformer": (module.transformer, config.lr),
+                        "temperature": ([module.log_temperature], config.temperature_lr)},
+            unscheduled=("transformer",), weight_decay={"transformer": config.weight_decay})
+
+    @override(Learner)
+    def postprocess_gradients_for_module(self, *, module_id: ModuleID, config: Any = None,
+                                         module_gradients_dict: ParamDict) -> ParamDict:
+        """Clips the transformer's gradients to global norm ``grad_clip`` (OSRL clips the model, not the
+        temperature)."""
+        if config.grad_clip:
+            transformer = self.filter_param_dict_for_optimizer(module_gradients_dict,
+                                                               self.get_optimizer(module_id, "transformer"))
+            clip_gradients(transformer, grad_clip=config.grad_clip, grad_clip_by=config.grad_clip_by)
+            module_gradients_dict.update(transformer)
+        return module_gradients_dict
+
+    @override(TorchLearner)
+    def apply_gradients(self, gradients_dict: ParamDict) -> None:
+        """Sets the transformer's learning rate of this step, lr · min((k + 1) / warmup_steps, 1) at its k-th step
+        (OSRL's LambdaLR; k is AdamW's own step count, so a restored run continues the warm-up), then steps."""
+        for module_id in self.module.keys():
+            config = self.config.get_config_for_module(module_id)
+            optimizer = self.get_optimizer(module_id, "transformer")
+            state = optimizer.state.get(optimizer.param_groups[0]["params"][0], {})
+            step = int(state["step"]) if "step" in state else 0
+            for group in optimizer.param_groups:
+                group["lr"] = config.lr * min((step + 1) / config.warmup_steps, 1.0)
+        super().apply_gradients(gradients_dict)
+
+    @override(TorchLearner)
+    def compute_loss_for_module(self, *, module_id: ModuleID, config: Any, batch: dict,
+                                fwd_out: dict) -> TensorType:
+        losses, metrics = cdt_losses(fwd_out, batch, config.loss_settings())
+        self.record_losses(module_id, losses | metrics)
+        return sum(losses.values())
