@@ -115,6 +115,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    "process (overrides training.eval_runners)")
     g.add_argument("--dry-run", action="store_true", default=None,
                    help="print the planned grid (algorithms × tasks × seeds × K or κ) and its trial count; run nothing")
+    g.add_argument("--cost-limits", action=argparse.BooleanOptionalAction, default=None,
+                   help="end with the paper's cost-limit table: every checkpoint of an algorithm that takes κ at "
+                        "deployment (CAPS, CDT) evaluated at the limit sets {5,10} … {40,80} without retraining "
+                        "[on when the sweep has such an algorithm]")
     g = p.add_argument_group("where results go")
     g.add_argument("--storage", help=f"results directory [{d.storage}]")
     g.add_argument("--name", help=f"experiment name: results in STORAGE/NAME [the --config stem, else {d.name}]")
@@ -189,7 +193,9 @@ def main(argv: list[str] | None = None) -> int:
         if not load_trials(options.experiment_dir)[0]:
             print(f"no trial finished (interrupted?); continue the sweep with:\n  {resume}", file=sys.stderr)
             return 1
-        report = write_report(options.experiment_dir)
+        episodes = options.training_settings().get("eval_episodes", 20)
+        report = write_report(options.experiment_dir, cost_limits=options.report_cost_limits,
+                              episodes=max(int(episodes), 1))
     except (SweepError, ReportError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

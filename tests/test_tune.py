@@ -83,6 +83,14 @@ def test_command_line_overrides_the_config_file(tmp_path: Path) -> None:
         SweepOptions(tasks="BallCircel").task_specs()
 
 
+def test_the_cost_limit_table_is_on_when_an_algorithm_takes_kappa_at_deployment() -> None:
+    assert resolve_options(parse_args([])).report_cost_limits  # CAPS
+    assert resolve_options(parse_args(["--algos", "bc-safe", "cdt"])).report_cost_limits
+    assert not resolve_options(parse_args(["--algos", "bc-safe", "bearl"])).report_cost_limits
+    assert not resolve_options(parse_args(["--no-cost-limits"])).report_cost_limits
+    assert resolve_options(parse_args(["--algos", "cpq", "--cost-limits"])).report_cost_limits
+
+
 def test_missing_dataset_names_both_conversion_commands(tmp_path: Path) -> None:
     with pytest.raises(SweepError) as err:
         dataset_dir(tmp_path, get_task("CarRun"))

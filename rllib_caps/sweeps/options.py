@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from rllib_caps.algorithms.registry import ALGORITHMS
+from rllib_caps.algorithms.registry import ALGORITHMS, get_algorithm
 from rllib_caps.core.keys import CRITICS
 from rllib_caps.envs import TaskSpec, select_tasks
 
@@ -51,6 +51,7 @@ class SweepOptions:
     dashboard: bool = False
     resume: bool = False
     dry_run: bool = False  # print the planned grid and its trial count, run nothing
+    cost_limits: bool | None = None  # the report's cost-limit table; None: when an algorithm takes κ at deployment
     prepare: str | None = None  # fetch and convert missing datasets first: hf, a directory or a URL prefix
     search: str | None = None
     num_samples: int = 10
@@ -67,6 +68,14 @@ class SweepOptions:
             return select_tasks(self.tasks)
         except ValueError as err:
             raise SweepError(f"--tasks: {err}") from err
+
+    @property
+    def report_cost_limits(self) -> bool:
+        """Whether the final report evaluates the checkpoints at the paper's cost limits (its Table 2): as asked,
+        else when the sweep has an algorithm that takes κ at deployment (CAPS, CDT)."""
+        if self.cost_limits is not None:
+            return self.cost_limits
+        return any(get_algorithm(name).threshold_at_deployment for name in self.algos)
 
     def training_settings(self) -> dict[str, Any]:
         """The YAML ``training`` mapping with the --steps/--eval-episodes/--eval-runners/--time-limit overrides."""
