@@ -31,6 +31,7 @@ import torch
 
 from rllib_caps.algorithms.caps.torch.caps_torch_learner import BACKBONE_LOSSES, optimizer_groups
 from rllib_caps.core.losses import polyak_update
+from rllib_caps.core.optim import adam
 from rllib_caps.data import TransitionDataset, schema
 
 
@@ -70,7 +71,7 @@ class PlainLoop:
         if initial_state is not None:
             self.module.load_state_dict(initial_state)
         self.module.to(device)
-        self.optimizers = [torch.optim.Adam(params, lr=lr)
+        self.optimizers = [adam(params, lr)
                            for params, lr in optimizer_groups(self.module, config).values()]
         self.dataset = TransitionDataset.from_parquet(config.input_, device=device)
         self.generator = torch.Generator(device=device).manual_seed(seed)

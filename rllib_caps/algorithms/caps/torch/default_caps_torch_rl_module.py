@@ -48,6 +48,7 @@ from rllib_caps.core.budget import remaining_budget_threshold
 from rllib_caps.core.keys import COST_SPENT, HEAD, STEP
 from rllib_caps.core.nets import MLPPair, TwinQ, frozen_call, mlp
 from rllib_caps.core.time_limit import remaining_time
+from rllib_caps.core.torch_rl_module import OfflineTorchRLModule
 from rllib_caps.data.schema import T
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
@@ -103,7 +104,7 @@ class MultiHeadActor(nn.Module):
         return self.log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
 
 
-class DefaultCAPSTorchRLModule(TorchRLModule, DefaultCAPSRLModule):
+class DefaultCAPSTorchRLModule(OfflineTorchRLModule, DefaultCAPSRLModule):
     framework: str = "torch"
 
     @override(TorchRLModule)
