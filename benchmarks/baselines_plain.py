@@ -16,6 +16,7 @@ from rllib_caps.algorithms.cpq import forward as cpq_forward
 from rllib_caps.algorithms.cpq.losses import CPQLossSettings, cpq_losses
 from rllib_caps.core.lagrangian import PIDGains
 from rllib_caps.core.losses import polyak_update
+from rllib_caps.core.optim import adam
 from rllib_caps.core.vae_actor_critic_nets import VAEActorCriticNets
 from rllib_caps.data import TransitionDataset
 
@@ -57,7 +58,7 @@ class PlainLoop:
         if initial_state is not None:
             self.nets.load_state_dict(initial_state)
         self.nets.to(device)
-        self.optimizers = [torch.optim.Adam(getattr(self.nets, name).parameters(), lr=lr)
+        self.optimizers = [adam(getattr(self.nets, name).parameters(), lr)
                            for name, lr in spec["lrs"].items()]
         self.dataset = TransitionDataset.from_parquet(spec["data"], device=device)
         self.generator = torch.Generator(device=device).manual_seed(data_seed)

@@ -19,6 +19,7 @@ import torch
 
 from rllib_caps.algorithms.bc.losses import bc_loss
 from rllib_caps.bench import measure, rllib_learner_step, write_synthetic_dataset
+from rllib_caps.core.optim import adam
 from rllib_caps.data import TransitionDataset
 from rllib_caps.data.schema import ACTIONS
 
@@ -29,7 +30,7 @@ class PlainBCLoop:
     def __init__(self, config: Any, device: str = "cpu", seed: int = 0) -> None:
         self.config = config
         self.module = config.get_rl_module_spec().build().to(device)
-        self.optimizer = torch.optim.Adam(self.module.parameters(), lr=config.actor_lr)
+        self.optimizer = adam(self.module.parameters(), config.actor_lr)
         self.dataset = TransitionDataset.from_parquet(config.input_, device=device)
         self.generator = torch.Generator(device=device).manual_seed(seed)
 

@@ -3,8 +3,10 @@ with ``rllib_caps.train`` (build_config + train + checkpoint), in the same run a
 
     .venv/bin/python benchmarks/bench_tune_overhead.py --data-root datasets --trials 4 --repetitions 3
 
-Rows: the direct baseline; Tune with one trial at a time (its per-trial overhead: a fresh actor process,
-result logging, checkpoints); Tune packing trials onto the CPUs (what a sweep gets). Prints one table with
+Rows: the direct baseline; Tune with one trial at a time (its per-trial overhead: result logging, checkpoints,
+building the trial's algorithm in a reused actor); Tune packing trials onto the CPUs (what a sweep gets); and both
+again with ``--fresh-actors`` (a new actor process per trial, with its imports: the sweep's default before actor
+reuse). Prints one table with
 wall time and CPU seconds (this process and every process under it: Ray's raylet, workers and trial actors,
 so the figure holds up on a shared machine where wall time does not).
 """
@@ -117,10 +119,10 @@ def run_direct(args: argparse.Namespace, out: Path) -> None:
         algo.stop()
 
 
-def run_tune(args: argparse.Namespace, out: Path, concurrent: int | None) -> None:
+def run_tune(args: argparse.Namespace, out: Path, concurrent: int | None, reuse_actors: bool) -> None:
     run_sweep(SweepOptions(tasks=args.task, seeds=list(range(args.trials)), heads=[2], data_root=args.data_root,
                            storage=str(out), name="sweep", training=training(args), max_concurrent=concurrent,
-                           cpus_per_trial=1.0, checkpoint_every=1000))
+                           cpus_per_trial=1.0, checkpoint_every=1000, reuse_actors=reuse_actors))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -133,10 +135,13 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
     cpus = os.cpu_count() or 1
     ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
+    packed = f"packed ({min(cpus, args.trials)} at a time)"
     runners: dict[str, Callable[[Path], None]] = {
         "direct: rllib_caps.train, back to back (1 torch thread)": lambda out: run_direct(args, out),
-        "Tune, 1 trial at a time": lambda out: run_tune(args, out, 1),
-        f"Tune, packed ({min(cpus, args.trials)} at a time)": lambda out: run_tune(args, out, None),
+        "Tune, 1 trial at a time": lambda out: run_tune(args, out, 1, True),
+        f"Tune, {packed}": lambda out: run_tune(args, out, None, True),
+        "Tune, 1 trial at a time, --fresh-actors": lambda out: run_tune(args, out, 1, False),
+        f"Tune, {packed}, --fresh-actors": lambda out: run_tune(args, out, None, False),
     }
     load = os.getloadavg()[0]
     times: dict[str, list[float]] = {name: [] for name in runners}

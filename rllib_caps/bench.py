@@ -4,6 +4,7 @@ over a matrix of sizes, in one run (interleaved, so drift on a shared machine hi
     python -m rllib_caps.bench                                   # hidden 64, 256, 512 x K 2, 8 on CPU, 1 thread
     python -m rllib_caps.bench --hidden 256 --heads 2 --device cuda --json
     python -m rllib_caps.bench --backbone sacbc                  # CAPS(SAC+BC) instead of CAPS(IQL)
+    python -m rllib_caps.bench --clock cpu                       # CPU time, not wall time: for a shared machine
 
 Both sides use the same ``DefaultCAPSTorchRLModule``, the same backbone losses (``BACKBONE_LOSSES``), one Adam per
 network group and a Polyak step after every gradient step; only the machinery around them differs (RLlib's
@@ -31,6 +32,7 @@ import torch
 
 from rllib_caps.algorithms.caps.torch.caps_torch_learner import BACKBONE_LOSSES, optimizer_groups
 from rllib_caps.core.losses import polyak_update
+from rllib_caps.core.optim import adam
 from rllib_caps.data import TransitionDataset, schema
 
 
@@ -70,7 +72,7 @@ class PlainLoop:
         if initial_state is not None:
             self.module.load_state_dict(initial_state)
         self.module.to(device)
-        self.optimizers = [torch.optim.Adam(params, lr=lr)
+        self.optimizers = [adam(params, lr)
                            for params, lr in optimizer_groups(self.module, config).values()]
         self.dataset = TransitionDataset.from_parquet(config.input_, device=device)
         self.generator = torch.Generator(device=device).manual_seed(seed)
@@ -91,14 +93,17 @@ class PlainLoop:
                 polyak_update(online, target, self.config.tau)
 
 
-def measure(step: Callable[[int], None], steps: int, device: str) -> float:
+def measure(step: Callable[[int], None], steps: int, device: str, clock: str = "wall") -> float:
+    """Steps/s of ``step(steps)``, by wall time, or with ``clock="cpu"`` by this process's CPU time (CPU device,
+    one thread): on a shared machine, time spent waiting for a core is not counted."""
+    timer = time.process_time if clock == "cpu" else time.perf_counter
     if device == "cuda":
         torch.cuda.synchronize()
-    start = time.perf_counter()
+    start = timer()
     step(steps)
     if device == "cuda":
         torch.cuda.synchronize()
-    return steps / (time.perf_counter() - start)
+    return steps / (timer() - start)
 
 
 VARIANTS = ("unfused", "fused")  # the critics as separate MLPs, or one ensemble per pair (rllib_caps.core.nets)
@@ -127,7 +132,7 @@ def run_matrix(args: argparse.Namespace, data: Path) -> list[dict[str, Any]]:
                 loop(args.warmup)
             for _ in range(args.repetitions):  # interleaved, so drift hits every loop alike
                 for name, loop in loops.items():
-                    speeds[name].append(measure(loop, args.steps, args.device))
+                    speeds[name].append(measure(loop, args.steps, args.device, args.clock))
             m = {name: statistics.median(v) for name, v in speeds.items()}
             rows.append({"hidden": hidden, "heads": heads, "batch": args.batch,
                          **{f"{name}_{stat}": f(v) for name, v in speeds.items()
@@ -149,12 +154,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=8, help="steps before measuring")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                   help="time steps by the wall clock, or by this process's CPU time (--device cpu with --threads 1: "
+                        "robust on a shared machine, where waiting for a core would count as wall time)")
     p.add_argument("--compile", action="store_true",
                    help="torch.compile the forward pass and losses of both loops (RLlib's torch_compile_learner)")
     p.add_argument("--json", action="store_true", help="print the matrix as JSON")
     args = p.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         print("error: --device cuda: no CUDA GPU here", file=sys.stderr)
+        return 2
+    if args.clock == "cpu" and (args.device != "cpu" or args.threads != 1):
+        print("error: --clock cpu needs --device cpu and --threads 1 (CPU time of several threads or of a GPU's "
+              "work is not the step's time)", file=sys.stderr)
         return 2
     if min(args.heads) < 2 or min(args.hidden + [args.batch, args.steps, args.repetitions]) < 1:
         print("error: --heads must be >= 2 and --hidden/--batch/--steps/--repetitions >= 1", file=sys.stderr)
@@ -164,8 +176,8 @@ def main(argv: list[str] | None = None) -> int:
         rows = run_matrix(args, write_synthetic_dataset(Path(tmp), rows=100_000, obs_dim=8, act_dim=2))
     machine = {"machine": f"{platform.machine()} {platform.processor()}".strip(), "cpus": os.cpu_count(),
                "load_average": os.getloadavg(), "torch": torch.__version__, "threads": torch.get_num_threads(),
-               "device": args.device, "backbone": args.backbone, "compile": args.compile, "steps": args.steps,
-               "repetitions": args.repetitions,
+               "device": args.device, "clock": args.clock, "backbone": args.backbone, "compile": args.compile,
+               "steps": args.steps, "repetitions": args.repetitions,
                "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     if args.json:
         print(json.dumps({"setup": machine, "rows": rows}, indent=1))

@@ -143,6 +143,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help=f"restarts of a failing trial from its last checkpoint [{d.max_failures}]")
     g.add_argument("--checkpoint-every", type=int,
                    help=f"checkpoint every N iterations (and at the end) [{d.checkpoint_every}]")
+    g.add_argument("--fresh-actors", dest="reuse_actors", action="store_false", default=None,
+                   help="start every trial in a new actor process (default: a finished trial's actor runs the next "
+                        "trial with the same resources, saving the process start and imports)")
     return p.parse_args(argv)
 
 

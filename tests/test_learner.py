@@ -12,6 +12,8 @@ import torch
 from rllib_caps.algorithms.registry import build_config
 from rllib_caps.bench import PlainLoop
 from rllib_caps.core.learner import STEPS_PER_CALL
+from rllib_caps.core.optim import adam
+from rllib_caps.data import TransitionDataset
 
 BUNDLED = Path(__file__).resolve().parents[1] / "datasets" / "BallCircle"
 
@@ -39,3 +41,32 @@ def test_amortised_learner_updates_equal_a_plain_per_step_loop(backbone: str) ->
     for name in reference:  # every online and target parameter, step for step
         torch.testing.assert_close(learned[name], reference[name], rtol=1e-5, atol=1e-6, msg=name)
         assert not torch.equal(learned[name], initial[name]) or name.endswith("log_std"), name
+
+
+def test_multi_tensor_adam_is_bit_identical_to_the_per_parameter_loop() -> None:
+    torch.manual_seed(0)
+    nets = [torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.ReLU(), torch.nn.Linear(7, 1)) for _ in range(2)]
+    nets[1].load_state_dict(nets[0].state_dict())
+    optimizers = [adam(nets[0].parameters(), 1e-2), torch.optim.Adam(nets[1].parameters(), lr=1e-2, foreach=False)]
+    for _ in range(20):
+        x = torch.randn(16, 5)
+        for net, optimizer in zip(nets, optimizers, strict=True):
+            optimizer.zero_grad()
+            net(x).pow(2).mean().backward()
+            optimizer.step()
+    for a, b in zip(nets[0].parameters(), nets[1].parameters(), strict=True):
+        assert torch.equal(a, b)
+    assert optimizers[0].defaults["foreach"] is True
+
+
+def test_forward_train_restores_train_mode_after_evaluation() -> None:
+    config = build_config("caps", "BallCircle", BUNDLED, steps=1, heads=2, hidden=[8, 8], batch_size=4,
+                          eval_episodes=0)
+    config.validate()
+    module = config.get_rl_module_spec().build()
+    module.make_target_networks()
+    batch = TransitionDataset.from_parquet(config.input_).sample(4, torch.Generator().manual_seed(0))
+    module.eval()
+    assert not any(m.training for m in module.modules())
+    module.forward_train(batch)
+    assert all(m.training for m in module.modules())

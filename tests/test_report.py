@@ -3,6 +3,7 @@ seeds and thresholds, safe/unsafe marks, the best safe configuration, suite aver
 
 import csv
 import io
+import json
 import shutil
 from pathlib import Path
 
@@ -156,3 +157,24 @@ def test_main_table_puts_algorithms_side_by_side_and_merges_per_kappa_trials_per
     assert r"0.70$\pm$0.25" in format_latex(table, ci=True)
     with pytest.raises(ReportError, match="two trials of one seed evaluated κ=10"):
         summarize([*records, _record("bc-safe", 0, {"10": (0.0, 0.0)}, cost_limit=10.0)])
+
+
+def test_a_trial_rerun_into_a_new_directory_on_resume_leaves_no_unfinished_trial(tmp_path: Path) -> None:
+    """Tune reruns a trial that had started but was not yet recorded when the driver died in ``<name>_<4 hex>``;
+    the old directory, without results, is that same trial, not an unfinished one. A trial of another config
+    without results still is."""
+    experiment = tmp_path / "experiment"
+    shutil.copytree(FIXTURE, experiment)
+    records_before, unfinished_before = load_trials(experiment)
+    finished = experiment / "BallCircle_K2_seed0_00000_00000"
+    stale = finished.with_name(finished.name + "_stale")
+    stale.mkdir()
+    shutil.copy(finished / "params.json", stale / "params.json")
+    (stale / "result.json").write_text("")
+    other = experiment / "BallCircle_K2_seed20_00000_00009"
+    other.mkdir()
+    params = json.loads((finished / "params.json").read_text())
+    (other / "params.json").write_text(json.dumps({**params, "seed": 20}))
+    (other / "result.json").write_text("")
+    records, unfinished = load_trials(experiment)
+    assert len(records) == len(records_before) and sorted(unfinished) == sorted([*unfinished_before, other])

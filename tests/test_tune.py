@@ -4,6 +4,7 @@ datasets (slow): a 2 tasks × 2 seeds sweep with its report, and a sweep killed 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -14,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 from sim_datasets import make_data_root  # tests/sim_datasets.py
 
@@ -22,11 +24,13 @@ from rllib_caps.report import MainTable, load_trials, summarize, write_report
 from rllib_caps.sweeps.grid import describe_grid, grid_variants
 from rllib_caps.sweeps.options import SweepError, SweepOptions, load_config_file, resolve_options
 from rllib_caps.sweeps.resources import plan_resources
-from rllib_caps.sweeps.runner import dashboard_message, run_sweep
+from rllib_caps.sweeps.runner import dashboard_message, run_sweep, setup_dict
 from rllib_caps.sweeps.trials import (
+    METRIC_KEYS,
     constrained_objective,
     dataset_dir,
     settings_for,
+    trial_class,
     trial_config,
     trial_name,
     trial_settings,
@@ -321,3 +325,35 @@ def test_killed_sweep_resumes_without_rerunning_finished_trials(ray_address: str
         last = json.loads((r.trial_dir / "result.json").read_text().splitlines()[-1])
         assert last["training_iteration"] == 2 and "evaluation" in last
     assert "| BallRun |" in resumed.stdout  # the report at the end
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_reused_trial_actor_gives_the_results_of_a_fresh_one(ray_address: str, tmp_path: Path) -> None:
+    """Actor reuse (``reuse_actors``): a trial run in an actor that already ran another trial (``reset``) ends with
+    the same evaluation and weights as the same trial in a fresh actor."""
+    options = SweepOptions(data_root=str(ROOT / "datasets"), training=TINY_TRAINING)
+    setup = setup_dict(options, plan_resources(1, 1, 0, num_gpus=0, cpus_per_trial=1, gpus_per_trial=None,
+                                               max_concurrent=None))
+    variant = grid_variants(options, options.task_specs())[0]
+    trials = [{"variant": variant, "seed": seed, "setup": setup} for seed in (3, 4)]
+
+    def run_to_end(trainable) -> dict:
+        while not (result := trainable.train())["done"]:
+            pass
+        return {"metrics": [result[k] for k in METRIC_KEYS],
+                "weights": {k: v.clone() for k, v in trainable.algorithm.get_module().state_dict().items()}}
+
+    fresh = trial_class()(config=trials[1])
+    expected = run_to_end(fresh)
+    fresh.stop()
+    reused = trial_class()(config=trials[0])
+    first = run_to_end(reused)
+    assert reused.reset(trials[1])
+    again = run_to_end(reused)
+    reused.stop()
+    assert again["metrics"] == expected["metrics"] and not math.isnan(again["metrics"][0])
+    assert first["weights"].keys() == again["weights"].keys()
+    assert any(not torch.equal(first["weights"][k], again["weights"][k]) for k in first["weights"])
+    for name, value in expected["weights"].items():
+        assert torch.equal(again["weights"][name], value), name

@@ -1,9 +1,12 @@
 """The in-memory offline learner: the dataset lives on the learner's device, minibatches are sampled there,
 and target networks get their Polyak step after every gradient step.
 
-Several gradient steps run inside one ``Learner.update`` call (RLlib's minibatch loop over a stacked batch of
-fresh minibatches), so RLlib's fixed cost per call (batch wrapping, metrics reduction, hooks) is paid once per
-``STEPS_PER_CALL`` steps, not every step; the Polyak step sits in ``apply_gradients``, after each optimiser step.
+Several gradient steps run inside one ``Learner.update`` call: ``update_from_dataset`` stacks
+``STEPS_PER_CALL`` fresh minibatches into one batch, RLlib converts and accounts for it once, and the torch
+learner's ``_update`` (``rllib_caps.core.torch_learner``) runs RLlib's update step on each minibatch in turn. So
+RLlib's fixed cost per call (batch wrapping, minibatch iteration, step metrics, hooks, metrics reduction) is paid
+once per ``STEPS_PER_CALL`` steps, not every step; the Polyak step sits in ``apply_gradients``, after each
+optimiser step.
 """
 
 from __future__ import annotations
@@ -56,9 +59,7 @@ class OfflineSafeLearner(Learner):
             stacked = {key: torch.cat([s[key] for s in samples]) for key in samples[0]}
             batch = MultiAgentBatch({DEFAULT_MODULE_ID: SampleBatch(stacked)}, env_steps=steps * batch_size)
             done += steps
-            results = self.update(batch=batch, minibatch_size=batch_size, num_epochs=1,
-                                  shuffle_batch_per_epoch=False, timesteps=timesteps,
-                                  _no_metrics_reduce=done < num_updates)
+            results = self.update(batch=batch, timesteps=timesteps, _no_metrics_reduce=done < num_updates)
             for module_id in self.module.keys():
                 self.metrics.log_value((module_id, NUM_TARGET_UPDATES), steps, reduce="lifetime_sum")
         return results

@@ -139,7 +139,7 @@ class SquashedGaussianActor(nn.Module):
         """The pre-tanh action distribution at ``obs``."""
         features = self.body(obs)
         log_std = self.log_std(features).clamp(self.LOG_STD_MIN, self.LOG_STD_MAX)
-        return torch.distributions.Normal(self.mean(features), log_std.exp())
+        return torch.distributions.Normal(self.mean(features), log_std.exp(), validate_args=False)
 
     def deterministic(self, obs: torch.Tensor) -> torch.Tensor:
         return torch.tanh(self.mean(self.body(obs)))

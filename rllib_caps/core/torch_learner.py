@@ -1,5 +1,6 @@
-"""The torch side of the in-memory offline learner: one finiteness check over all gradients per step, and the
-Polyak step of the target nets after every optimiser step."""
+"""The torch side of the in-memory offline learner: the gradient steps of a stacked batch inside one update call,
+one finiteness check over all gradients per step, and the Polyak step of the target nets after every optimiser
+step."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from ray.rllib.utils.annotations import override
 from ray.rllib.utils.typing import ParamDict
 
 from rllib_caps.core.learner import OfflineSafeLearner
+from rllib_caps.core.optim import adam
 
 logger = logging.getLogger(__name__)
 
@@ -34,8 +36,8 @@ class OfflineSafeTorchLearner(TorchLearner, OfflineSafeLearner):
         decay = weight_decay or {}
         for name, (net, lr) in groups.items():
             params = list(net.parameters()) if isinstance(net, torch.nn.Module) else list(net)
-            optimizers[name] = (torch.optim.AdamW(params, lr=lr, weight_decay=decay[name]) if name in decay
-                                else torch.optim.Adam(params, lr=lr))
+            optimizers[name] = (torch.optim.AdamW(params, lr=lr, weight_decay=decay[name], foreach=True)
+                                if name in decay else adam(params, lr))
             self.register_optimizer(module_id=module_id, optimizer_name=name, optimizer=optimizers[name],
                                     params=params, lr_or_lr_schedule=None if name in unscheduled else lr)
         return optimizers
@@ -50,6 +52,18 @@ class OfflineSafeTorchLearner(TorchLearner, OfflineSafeLearner):
         super().after_gradient_based_update(timesteps=timesteps)
         for module_id, losses in getattr(self, "_recorded_losses", {}).items():
             self.metrics.log_dict(losses, key=module_id, window=1)
+
+    @override(TorchLearner)
+    def _update(self, batch: dict[str, Any]) -> tuple[Any, Any, Any]:
+        """One gradient step per minibatch of the stacked batch (``OfflineSafeLearner.update_from_dataset``: rows
+        ``[i B, (i + 1) B)`` are step i's, B = ``train_batch_size_per_learner``): RLlib's torch update step (forward,
+        losses, backward, ``apply_gradients``) on each slice in order; returns the last step's outputs."""
+        size = self.config.train_batch_size_per_learner
+        rows = len(next(iter(next(iter(batch.values())).values())))
+        for start in range(0, rows, size):
+            outputs = super()._update({mid: {key: column[start:start + size] for key, column in module_batch.items()}
+                                       for mid, module_batch in batch.items()})
+        return outputs
 
     @override(TorchLearner)
     def apply_gradients(self, gradients_dict: ParamDict) -> None:

@@ -26,9 +26,9 @@ from torch import nn
 
 from rllib_caps.core.cost_limited import CostLimitedConfig
 from rllib_caps.core.keys import HEAD
-from rllib_caps.core.module_state import StrictStateMixin
 from rllib_caps.core.smoke import smoke_test
 from rllib_caps.core.torch_learner import OfflineSafeTorchLearner
+from rllib_caps.core.torch_rl_module import OfflineTorchRLModule
 from rllib_caps.core.vae_actor_critic_nets import add_networks
 
 IMPLEMENTATIONS = ("osrl", "paper")
@@ -99,7 +99,7 @@ class VAEActorCriticConfig(CostLimitedConfig):
         }
 
 
-class VAEActorCriticTorchModule(StrictStateMixin, TorchRLModule, InferenceOnlyAPI, TargetNetworkAPI, abc.ABC):
+class VAEActorCriticTorchModule(OfflineTorchRLModule, InferenceOnlyAPI, TargetNetworkAPI, abc.ABC):
     """The family's networks (``vae_actor_critic_nets.add_networks``): actor, VAE, reward and cost ``QEnsemble``s of
     ``CRITIC_GROUPS`` twin pairs, the targets of ``TARGETS`` and the multipliers' state (``duals``).
     ``model_config`` keys (filled by the config): ``hidden``, ``vae_hidden``, ``num_samples``, ``implementation``,

@@ -112,13 +112,21 @@ def trial_dirs(experiment_dir: Path) -> list[Path]:
 
 
 def load_trials(experiment_dir: str | Path) -> tuple[list[TrialRecord], list[Path]]:
-    """The finished trials, and the trial directories without an evaluation (unfinished or failed)."""
+    """The finished trials, and the trial directories without an evaluation (unfinished or failed).
+
+    A directory left unfinished by a trial that a resumed sweep then ran again in a new directory (Tune's
+    ``<name>_<4 hex>`` when the old name exists: the trial had started, but the driver died before its experiment
+    state recorded that) is no unfinished trial: with a finished directory of the same trial config, it is skipped.
+    """
     records, unfinished = [], []
-    for trial_dir in trial_dirs(Path(experiment_dir)):
-        params = trial_params(json.loads((trial_dir / "params.json").read_text()))
-        evaluations = last_critic_evaluations(trial_dir / "result.json")
+    loaded = [(trial_dir, json.loads((trial_dir / "params.json").read_text()),
+               last_critic_evaluations(trial_dir / "result.json")) for trial_dir in trial_dirs(Path(experiment_dir))]
+    finished_configs = [config for _, config, evaluations in loaded if evaluations is not None]
+    for trial_dir, config, evaluations in loaded:
+        params = trial_params(config)
         if evaluations is None:
-            unfinished.append(trial_dir)
+            if config not in finished_configs:
+                unfinished.append(trial_dir)
             continue
         try:
             algo = get_algorithm(params["algo"])

@@ -46,6 +46,7 @@ class SweepOptions:
     cpus_per_trial: float = 1.0
     max_concurrent: int | None = None
     max_failures: int = 2
+    reuse_actors: bool = True  # a finished trial's actor runs the next trial (no new process per trial)
     checkpoint_every: int = 10
     address: str | None = None
     dashboard: bool = False

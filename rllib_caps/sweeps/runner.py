@@ -96,8 +96,8 @@ def run_experiment(options: SweepOptions, experiment_dir: Path, param_space: dic
             trainable,
             param_space=param_space,
             tune_config=tune.TuneConfig(search_alg=search_alg, num_samples=num_samples,
-                                        max_concurrent_trials=concurrency, trial_name_creator=_trial_name,
-                                        trial_dirname_creator=_trial_name),
+                                        max_concurrent_trials=concurrency, reuse_actors=options.reuse_actors,
+                                        trial_name_creator=_trial_name, trial_dirname_creator=_trial_name),
             run_config=tune.RunConfig(
                 name=experiment_dir.name, storage_path=str(experiment_dir.parent),
                 failure_config=tune.FailureConfig(max_failures=options.max_failures),

@@ -159,7 +159,9 @@ def _define_trial_class() -> type:
     """``SweepTrial``: the Tune trainable of every algorithm. It builds the trial's algorithm (whose class the
     registry's config names) and delegates to it: ``train()`` per step, ending after the evaluation of the last
     iteration; checkpoints are the algorithm's own (``save_to_path``). Its resources are the algorithm's
-    placement group, so the algorithm's learners and EnvRunners land in the trial's bundles. Defined on first
+    placement group, so the algorithm's learners and EnvRunners land in the trial's bundles. Tune reuses a
+    finished trial's actor for the next trial that asks for the same resources (``reset_config`` stops one
+    algorithm and builds the next), so a trial does not pay a new process and its imports. Defined on first
     use so importing this module does not import Ray."""
     from ray.rllib.utils.metrics import EVALUATION_RESULTS
     from ray.tune import Trainable
@@ -172,6 +174,16 @@ def _define_trial_class() -> type:
             return built.algo_class.default_resource_request(built.to_dict())
 
         def setup(self, config: dict[str, Any]) -> None:
+            self._build(config)
+
+        def reset_config(self, new_config: dict[str, Any]) -> bool:
+            """The next trial in this actor: the finished trial's algorithm stops and the new one is built (which
+            seeds Python, NumPy and torch afresh from its config, as in a new process)."""
+            self.algorithm.stop()
+            self._build(new_config)
+            return True
+
+        def _build(self, config: dict[str, Any]) -> None:
             built = trial_config(config)
             self._iterations = built.num_iterations
             # FQE critic variants (--critics) are evaluations of a trained CAPS policy; other algorithms have none.

@@ -24,6 +24,7 @@ from tqdm import tqdm
 from rllib_caps.core.keys import CRITICS
 from rllib_caps.core.losses import polyak_update
 from rllib_caps.core.nets import TwinQ
+from rllib_caps.core.optim import adam
 from rllib_caps.core.rollout import evaluate_policy
 from rllib_caps.core.smoke import smoke_test
 from rllib_caps.core.time_limit import episode_ends
@@ -128,7 +129,7 @@ def fit_fqe(actor: Actor, critic_input: CriticInput, dataset: TransitionDataset,
     targets = FQECritics(critic_obs_dim, act_dim, hidden, num_heads, fit_cost).to(next_actions.device)
     targets.load_state_dict(critics.state_dict())
     targets.requires_grad_(False)
-    optimizer = torch.optim.Adam(critics.parameters(), lr=settings.lr)
+    optimizer = adam(critics.parameters(), settings.lr)
     generator = torch.Generator(device=next_actions.device).manual_seed(settings.seed)
     sides = [(critics.reward, targets.reward, REWARDS)]
     if fit_cost:

@@ -75,7 +75,7 @@ def gaussian_log_prob(actions: torch.Tensor, mean: torch.Tensor, log_std: torch.
         ``(B, K)``. With ``log_std = 0`` (the authors' code) this is −½‖a − μ_k‖² + const, i.e. the
         advantage-weighted MSE the code optimises.
     """
-    dist = torch.distributions.Normal(mean, log_std.exp().expand_as(mean))
+    dist = torch.distributions.Normal(mean, log_std.exp().expand_as(mean), validate_args=False)  # no device syncs
     return dist.log_prob(actions.unsqueeze(1)).sum(-1)
 
 

@@ -33,7 +33,7 @@ def squashed_log_prob(pre_tanh: torch.Tensor, mean: torch.Tensor, log_std: torch
     """log π(tanh(u)) of a tanh-squashed diagonal Gaussian at pre-squash sample ``u``, summed over the last axis:
     ``Σ_i [log N(u_i; μ_i, σ_i) − log(1 − tanh²(u_i))]``, the Jacobian in its stable form
     ``log(1 − tanh² u) = 2 (log 2 − u − softplus(−2u))``."""
-    gaussian = torch.distributions.Normal(mean, log_std.exp()).log_prob(pre_tanh)
+    gaussian = torch.distributions.Normal(mean, log_std.exp(), validate_args=False).log_prob(pre_tanh)
     log_det = 2.0 * (math.log(2.0) - pre_tanh - F.softplus(-2.0 * pre_tanh))
     return (gaussian - log_det).sum(-1)
 

@@ -13,13 +13,13 @@ from torch import nn
 
 from rllib_caps.algorithms.bc.default_bc_rl_module import BC_LOG_STD, BC_MEANS, DefaultBCRLModule
 from rllib_caps.core.keys import HEAD
-from rllib_caps.core.module_state import StrictStateMixin
 from rllib_caps.core.nets import mlp
+from rllib_caps.core.torch_rl_module import OfflineTorchRLModule
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # OSRL's clamp of the Gaussian actors' log σ
 
 
-class DefaultBCTorchRLModule(StrictStateMixin, TorchRLModule, DefaultBCRLModule):
+class DefaultBCTorchRLModule(OfflineTorchRLModule, DefaultBCRLModule):
     framework: str = "torch"
 
     @override(TorchRLModule)

@@ -47,9 +47,9 @@ from rllib_caps.algorithms.caps.sacbc_losses import SAC_LOG_STD_MAX, SAC_LOG_STD
 from rllib_caps.algorithms.caps.switching import select_heads
 from rllib_caps.core.budget import remaining_budget_threshold
 from rllib_caps.core.keys import COST_SPENT, HEAD, STEP
-from rllib_caps.core.module_state import StrictStateMixin
 from rllib_caps.core.nets import MLPPair, TwinQ, frozen_call, mlp
 from rllib_caps.core.time_limit import remaining_time
+from rllib_caps.core.torch_rl_module import OfflineTorchRLModule
 from rllib_caps.data.schema import T
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
@@ -105,7 +105,7 @@ class MultiHeadActor(nn.Module):
         return self.log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
 
 
-class DefaultCAPSTorchRLModule(StrictStateMixin, TorchRLModule, DefaultCAPSRLModule):
+class DefaultCAPSTorchRLModule(OfflineTorchRLModule, DefaultCAPSRLModule):
     framework: str = "torch"
 
     @override(TorchRLModule)
@@ -142,7 +142,7 @@ class DefaultCAPSTorchRLModule(StrictStateMixin, TorchRLModule, DefaultCAPSRLMod
         else:
             self.values = MLPPair(critic_obs_dim, hidden, fused)  # (V^r, V^c)
 
-    @override(StrictStateMixin)
+    @override(OfflineTorchRLModule)
     def legacy_state_key(self, key: str) -> str:
         """Checkpoints saved before the critics became ``TwinQ``/``MLPPair`` (November 2026) named the twins
         ``qr.q1``/``qr.q2`` (and targets alike) and the value nets ``vr``/``vc``."""

@@ -14,7 +14,7 @@ from rllib_caps.algorithms.cdt import keys as ck
 from rllib_caps.algorithms.cdt.default_cdt_rl_module import DefaultCDTRLModule
 from rllib_caps.algorithms.cdt.nets import DecisionTransformer, TransformerSettings
 from rllib_caps.core.keys import HEAD
-from rllib_caps.core.module_state import StrictStateMixin
+from rllib_caps.core.torch_rl_module import OfflineTorchRLModule
 
 
 def transformer_settings(model_config: dict[str, Any]) -> TransformerSettings:
@@ -23,7 +23,7 @@ def transformer_settings(model_config: dict[str, Any]) -> TransformerSettings:
                                   if name != "horizon"}, horizon=int(model_config["horizon"]))
 
 
-class DefaultCDTTorchRLModule(StrictStateMixin, TorchRLModule, DefaultCDTRLModule):
+class DefaultCDTTorchRLModule(OfflineTorchRLModule, DefaultCDTRLModule):
     """Inference reads the context window columns (``data.sequences``) that ``connector.CDTContext`` adds and
     acts with the action head's mean at the window's last step, clipped to [−1, 1] (OSRL's evaluation)."""
 

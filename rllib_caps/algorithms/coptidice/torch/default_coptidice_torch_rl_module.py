@@ -16,10 +16,10 @@ from rllib_caps.algorithms.coptidice.default_coptidice_rl_module import DefaultC
 from rllib_caps.algorithms.coptidice.forward import coptidice_training_outputs
 from rllib_caps.algorithms.coptidice.nets import NETWORKS, add_networks
 from rllib_caps.core.keys import HEAD
-from rllib_caps.core.module_state import StrictStateMixin
+from rllib_caps.core.torch_rl_module import OfflineTorchRLModule
 
 
-class DefaultCOptiDICETorchRLModule(StrictStateMixin, TorchRLModule, InferenceOnlyAPI, DefaultCOptiDICERLModule):
+class DefaultCOptiDICETorchRLModule(OfflineTorchRLModule, InferenceOnlyAPI, DefaultCOptiDICERLModule):
     """``model_config`` keys (filled by the config): ``hidden``, ``implementation``, ``data_noise``. The
     inference-only copy (EnvRunners) keeps the actor alone, which acts with tanh(μ) (OSRL's evaluation)."""
 
