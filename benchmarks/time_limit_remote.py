@@ -62,7 +62,7 @@ def save_acting_weights(checkpoint: Path, weights: Path, run: dict[str, Any]) ->
     import torch
     from ray.rllib.core.rl_module.rl_module import RLModule
 
-    from rllib_caps.algorithms.caps.policy import module_checkpoint_dir
+    from rllib_caps.core.deployment import module_checkpoint_dir
 
     module = RLModule.from_checkpoint(module_checkpoint_dir(checkpoint))
     state = {k: v for k, v in module.state_dict().items() if k.startswith(ACTING_NETS)}
