@@ -6,9 +6,8 @@ with ``rllib_caps.train`` (build_config + train + checkpoint), in the same run a
 Rows: the direct baseline; Tune with one trial at a time (its per-trial overhead: result logging, checkpoints,
 building the trial's algorithm in a reused actor); Tune packing trials onto the CPUs (what a sweep gets); and both
 again with ``--fresh-actors`` (a new actor process per trial, with its imports: the sweep's default before actor
-reuse). Prints one table with
-wall time and CPU seconds (this process and every process under it: Ray's raylet, workers and trial actors,
-so the figure holds up on a shared machine where wall time does not).
+reuse). Prints one table with wall time and CPU seconds (this process and every process under it: Ray's raylet,
+workers and trial actors, so the figure holds up on a shared machine where wall time does not).
 """
 
 from __future__ import annotations

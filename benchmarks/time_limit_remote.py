@@ -60,11 +60,10 @@ def parse_data(pairs: list[str]) -> dict[str, str]:
 def save_acting_weights(checkpoint: Path, weights: Path, run: dict[str, Any]) -> None:
     """Keeps what acting needs of a CAPS checkpoint's module (``ACTING_NETS``), with the run's description."""
     import torch
-    from ray.rllib.core.rl_module.rl_module import RLModule
 
-    from rllib_caps.core.deployment import module_checkpoint_dir
+    from rllib_caps.core.deployment import load_module
 
-    module = RLModule.from_checkpoint(module_checkpoint_dir(checkpoint))
+    module = load_module(checkpoint)
     state = {k: v for k, v in module.state_dict().items() if k.startswith(ACTING_NETS)}
     tmp = weights.with_suffix(".tmp")
     torch.save(run | {"state": state}, tmp)

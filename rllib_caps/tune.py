@@ -196,9 +196,9 @@ def main(argv: list[str] | None = None) -> int:
         if not load_trials(options.experiment_dir)[0]:
             print(f"no trial finished (interrupted?); continue the sweep with:\n  {resume}", file=sys.stderr)
             return 1
-        episodes = options.training_settings().get("eval_episodes", 20)
+        episodes = options.training_settings().get("eval_episodes")  # per limit, as per threshold in training
         report = write_report(options.experiment_dir, cost_limits=options.report_cost_limits,
-                              episodes=max(int(episodes), 1))
+                              **({"episodes": max(int(episodes), 1)} if episodes is not None else {}))
     except (SweepError, ReportError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -26,7 +26,7 @@ def module_checkpoint_dir(path: str | Path) -> Path:
         return nested
     if (path / "class_and_ctor_args.pkl").is_file():
         return path
-    raise FileNotFoundError(f"{path}: not a CAPS checkpoint (no {nested.relative_to(path)} inside)")
+    raise FileNotFoundError(f"{path}: not an algorithm or RLModule checkpoint (no {nested.relative_to(path)} inside)")
 
 
 def load_module(path: str | Path) -> RLModule:

@@ -98,10 +98,10 @@ class CAPSPolicy(DeployedPolicy):
         if cost.shape not in ((), (len(budget),)):
             raise ValueError(f"cost has shape {cost.shape}, expected () or ({len(budget)},)")
         budget.record(cost, mask=self._acted)
-        obs_tensor, step = torch.from_numpy(obs_batch), torch.from_numpy(self.budget.step.astype(np.float64))
+        obs_tensor, step = torch.from_numpy(obs_batch), torch.from_numpy(budget.step.astype(np.float64))
         if self.fixed_head is None:
             actions, heads = self.module.switching_actions(
-                obs_tensor, torch.from_numpy(self.budget.spent), step, self.threshold, self.critics,
+                obs_tensor, torch.from_numpy(budget.spent), step, self.threshold, self.critics,
             )
         else:
             actions = self.module.head_means(obs_tensor, step)[:, self.fixed_head]
