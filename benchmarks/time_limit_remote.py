@@ -13,8 +13,10 @@ cost critics), and scores those weights here with ``CAPSPolicy`` on the real sim
     python -m benchmarks.time_limit_remote score --weights DIR --episodes 20 --jobs 2 \\
         --data BallCircle=datasets/BallCircle DroneRun=datasets/DroneRun CarCircle=/data/CarCircle
 
-An arm is a ``time_limit`` variant, or ``time_aware+actor`` (``time_aware`` with ``actor_time``: the actor
-heads see the remaining time too). The table and the default rule are ``benchmarks/time_limit.py``'s.
+An arm is a ``time_limit`` variant, ``time_aware+actor`` (``time_aware`` with ``actor_time``: the actor heads see
+the remaining time too) or ``time_aware+undiscounted`` (``time_aware`` with ``cost_gamma`` 1: Q^c is the
+undiscounted cost-to-go, compared with the budget left itself). The table and the default rule are
+``benchmarks/time_limit.py``'s.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
-ARMS = ("bootstrap", "terminal", "time_aware", "time_aware+actor")
+ARMS = ("bootstrap", "terminal", "time_aware", "time_aware+actor", "time_aware+undiscounted")
 ACTING_NETS = ("actor.", "qr.", "qc.")  # what CAPSPolicy reads; values and target nets are training-only
 TAR_BYTES = 15_000_000
 
@@ -39,8 +41,9 @@ def arm_settings(arm: str) -> dict[str, Any]:
     """The ``build_config`` settings of an arm."""
     if arm not in ARMS:
         raise ValueError(f"arm must be one of {ARMS}, got {arm!r}")
-    time_limit, _, actor = arm.partition("+")
-    return {"time_limit": time_limit, "actor_time": bool(actor) or None}
+    time_limit, _, variant = arm.partition("+")
+    return {"time_limit": time_limit, "actor_time": variant == "actor" or None,
+            "cost_gamma": 1.0 if variant == "undiscounted" else None}
 
 
 def run_name(task: str, arm: str, seed: int) -> str:
@@ -81,7 +84,8 @@ def train_one(task: str, data: str, arm: str, seed: int, args: argparse.Namespac
     cmd = [sys.executable, "-m", "rllib_caps.train", "--task", task, "--data", data, "--out", str(checkpoint),
            "--force", "--seed", str(seed), "--time-limit", settings["time_limit"], "--steps", str(args.steps),
            "--heads", "2", "--hidden", *map(str, args.hidden), "--batch-size", str(args.batch_size),
-           "--eval-episodes", "0"] + (["--actor-time"] if settings["actor_time"] else [])
+           "--eval-episodes", "0"] + (["--actor-time"] if settings["actor_time"] else []) + (
+               ["--cost-gamma", str(settings["cost_gamma"])] if settings["cost_gamma"] else [])
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     start = time.perf_counter()
     log = Path(args.out) / "logs" / f"{name}.log"

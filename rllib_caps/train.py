@@ -69,6 +69,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "terminal with the remaining time as a critic input (docs/paper.md) [bootstrap]")
     p.add_argument("--actor-time", action="store_true", default=None,
                    help="CAPS with --time-limit time_aware: the actor heads also see the remaining time")
+    p.add_argument("--cost-gamma", type=float,
+                   help="CAPS: the cost critics' discount; 1.0 (with --time-limit terminal or time_aware) makes Q^c "
+                        "the undiscounted cost-to-go, compared with the budget left itself [the reward's γ, 0.99]")
     p.add_argument("--hidden", type=int, nargs="+", help="hidden layer sizes [512 512]")
     p.add_argument("--batch-size", type=int, help="minibatch size per learner [512]")
     p.add_argument("--updates-per-iteration", type=int, help="gradient steps per RLlib iteration [1000]")
@@ -84,7 +87,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 FLAGS = {"num_heads": "--heads", "num_gradient_steps": "--steps", "train_batch_size_per_learner": "--batch-size",
          "updates_per_iteration": "--updates-per-iteration", "hidden": "--hidden", "time_limit": "--time-limit",
-         "actor_time": "--actor-time",
+         "actor_time": "--actor-time", "cost_gamma": "--cost-gamma",
          "implementation": "--implementation", "backbone": "--backbone", "cost_limit": "--cost-limit"}
 
 
@@ -124,8 +127,9 @@ def main(argv: list[str] | None = None) -> int:
             config = build_config(args.algo, spec.name, args.data, seed=args.seed, cost_limit=args.cost_limit,
                                   num_gpus_per_learner=args.num_gpus, heads=args.heads, steps=args.steps,
                                   backbone=args.backbone, implementation=args.implementation,
-                                  time_limit=args.time_limit, actor_time=args.actor_time, hidden=args.hidden,
-                                  batch_size=args.batch_size, updates_per_iteration=args.updates_per_iteration,
+                                  time_limit=args.time_limit, actor_time=args.actor_time, cost_gamma=args.cost_gamma,
+                                  hidden=args.hidden, batch_size=args.batch_size,
+                                  updates_per_iteration=args.updates_per_iteration,
                                   eval_episodes=args.eval_episodes, eval_runners=args.eval_runners)
             config.validate()
             # The temporary output directory exists (so --out is writable) before training starts; it becomes

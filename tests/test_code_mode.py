@@ -40,7 +40,7 @@ def test_code_mode_averages_the_actor_loss_over_heads() -> None:
     assert actor_loss(log_probs, weights).item() == pytest.approx(14.0)  # paper: Σ_k
     assert actor_loss(log_probs, weights, mean_over_heads=True).item() == pytest.approx(14.0 / 3)  # code: mean_k
     shared = dict(gamma=0.99, reward_scale=0.1, expectile_reward=0.7, expectile_cost=0.7, beta=3.0, max_weight=100.0,
-                  lambdas=(), time_limit="terminal")
+                  lambdas=(), time_limit="terminal", cost_gamma=0.99)
     assert CAPSLossSettings(**shared, implementation="code").mean_over_heads
     assert not CAPSLossSettings(**shared, implementation="paper").mean_over_heads
 

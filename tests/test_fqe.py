@@ -84,8 +84,9 @@ def test_fqe_recovers_the_exact_q_of_each_head_on_a_finite_cmdp() -> None:
     def critic_input(obs: torch.Tensor, step: torch.Tensor | None) -> torch.Tensor:
         return torch.cat([obs, remaining_time(step, m.horizon)], dim=-1)
 
-    critics = fit_fqe(actor, critic_input, data, hidden=[64, 64], gamma=1.0, time_limit="time_aware", fit_cost=True,
-                      settings=FQESettings(steps=2000, batch_size=256, lr=1e-3, tau=0.05), progress=False)
+    critics = fit_fqe(actor, critic_input, data, hidden=[64, 64], gamma=1.0, cost_gamma=1.0, time_limit="time_aware",
+                      fit_cost=True, settings=FQESettings(steps=2000, batch_size=256, lr=1e-3, tau=0.05),
+                      progress=False)
 
     # Every (t, s, a) on the time-aware grid, against the exact Q^π_k of every head, reward and cost.
     t, s, a = (g.ravel() for g in np.meshgrid(np.arange(m.horizon), np.arange(m.n_states), np.arange(m.n_actions),

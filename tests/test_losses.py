@@ -263,7 +263,7 @@ def _tiny_batch() -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
 
 
 SETTINGS = dict(gamma=0.5, reward_scale=0.1, expectile_reward=0.7, expectile_cost=0.7, beta=1.0, max_weight=100.0,
-                lambdas=(0.5,), time_limit="bootstrap")
+                lambdas=(0.5,), time_limit="bootstrap", cost_gamma=0.5)
 
 
 # rel=1e-6 below, not 1e-12: expectile_loss builds its τ / 1 − τ weights from Python floats with

@@ -12,6 +12,8 @@ from test_losses import SETTINGS, _tiny_batch
 from rllib_caps.algorithms.caps.caps import CAPSConfig
 from rllib_caps.algorithms.caps.keys import HEAD_MEANS, PI_ACTIONS
 from rllib_caps.algorithms.caps.losses import CAPSLossSettings, caps_iql_losses
+from rllib_caps.algorithms.caps.switching import select_heads
+from rllib_caps.core.budget import remaining_budget_threshold
 from rllib_caps.core.keys import COST_SPENT, STEP
 from rllib_caps.core.time_limit import TIME_LIMITS, episode_ends, remaining_time
 from rllib_caps.data import schema
@@ -113,3 +115,52 @@ def test_config_validates_and_passes_time_limit_to_the_module() -> None:
     with pytest.raises(ValueError, match="time_limit"):
         CAPSConfig().environment("BallCircle").offline_data(input_="datasets/BallCircle").training(
             time_limit="sometimes").validate()
+
+
+@pytest.mark.parametrize("cost_gamma", [0.5, 1.0])
+def test_cost_gamma_discounts_the_cost_critics_only(cost_gamma: float) -> None:
+    """Q^c's target is c + γ_c V^c(s'), Q^r's keeps γ; row 1 is terminal (target c), row 0 bootstraps."""
+    fwd_out, batch = _tiny_batch()
+    batch[schema.TRUNCATEDS] = torch.tensor([False, False])
+    settings = CAPSLossSettings(**{**SETTINGS, "time_limit": "terminal", "cost_gamma": cost_gamma},
+                                implementation="paper")
+    losses = caps_iql_losses(fwd_out, batch, settings)
+    target0, target1 = 1.0 + cost_gamma * 2.0, 0.0  # c = (1, 0), V^c(s') = (2, 6)
+    qc1, qc2 = (2.0, 0.0), (1.0, 1.0)
+    expected = 0.5 * (((qc1[0] - target0) ** 2 + (qc1[1] - target1) ** 2) / 2
+                      + ((qc2[0] - target0) ** 2 + (qc2[1] - target1) ** 2) / 2)
+    assert losses["qc_loss"].item() == pytest.approx(expected, rel=1e-6)
+    reference = caps_iql_losses(fwd_out, batch, CAPSLossSettings(**{**SETTINGS, "time_limit": "terminal"},
+                                                                 implementation="paper"))
+    assert losses["qr_loss"].item() == reference["qr_loss"].item()
+
+
+def test_undiscounted_cost_critic_is_compared_with_the_remaining_budget_itself() -> None:
+    """With γ_c = 1 the switching threshold is κ − c_<t at every step, with no finite-horizon conversion."""
+    torch.manual_seed(3)
+    module = make_module(time_limit="time_aware", cost_gamma=1.0)
+    obs = torch.randn(1, OBS).expand(4, -1)
+    steps, spent = torch.tensor([0.0, 20.0, 45.0, 49.0]), torch.tensor([0.0, 3.0, 10.0, 12.0])
+    _, q_reward, q_cost = module.head_values(obs, steps)
+    for kappa in (spent + q_cost.min(-1).values + 1e-4, spent + q_cost.median(-1).values + 1e-4):
+        _, heads = module.switching_actions(obs, spent, steps, kappa)
+        assert torch.equal(heads, select_heads(q_reward, q_cost, kappa - spent))
+    discounted = remaining_budget_threshold(kappa, spent, steps, horizon=50, gamma=0.99)
+    assert not torch.allclose(discounted, kappa - spent)  # what γ_c = γ = 0.99 would have compared against
+
+
+def test_cost_gamma_config_rules_and_checkpoint_setting() -> None:
+    def config(**training):
+        return CAPSConfig().environment("BallCircle").offline_data(input_="datasets/BallCircle").training(**training)
+
+    default = config()
+    default.validate()
+    assert default.resolved_cost_gamma == default.gamma == default.loss_settings().cost_gamma
+    undiscounted = config(time_limit="time_aware", cost_gamma=1.0)
+    undiscounted.validate()
+    assert undiscounted.get_rl_module_spec().model_config["cost_gamma"] == 1.0
+    assert undiscounted.loss_settings().cost_gamma == 1.0 and undiscounted.loss_settings().gamma == 0.99
+    with pytest.raises(ValueError, match="cost_gamma 1.0 needs time_limit 'terminal' or 'time_aware'"):
+        config(cost_gamma=1.0).validate()
+    with pytest.raises(ValueError, match=r"cost_gamma must be in \(0, 1\]"):
+        config(time_limit="terminal", cost_gamma=1.5).validate()

@@ -51,6 +51,9 @@ class CAPSConfig(OfflineSafeConfig):
             "code" (any other value with "code" is refused).
         actor_time: with ``time_limit="time_aware"`` only: the actor heads also see the remaining-time fraction
             (T − t)/T (default False: only the critics do; docs/paper.md, choice 7).
+        cost_gamma: the discount of the cost critics (Q^c, V^c); None (default): ``gamma``. 1.0 makes Q^c the
+            undiscounted cost-to-go, which the switching rule compares with κ − c_<t itself (no conversion); it
+            needs time-outs to end the bootstrap (``time_limit`` "terminal" or "time_aware"), or Q^c diverges.
         clamp_cost_q: clamp the act-time Q^c at ≥ 0 before comparing it with the budget; None (default): the
             backbone's (on for "sacbc", as the authors' SAC+BC code; off for "iql").
         awr_beta: the advantage temperature β (RLlib's MARWIL/IQL ``beta`` is capped at 1; CAPS uses 3).
@@ -75,6 +78,7 @@ class CAPSConfig(OfflineSafeConfig):
         self.implementation = "paper"
         self.time_limit: str | None = None  # the implementation's: see resolved_time_limit
         self.actor_time = False
+        self.cost_gamma: float | None = None
         self.clamp_cost_q: bool | None = None
         self.awr_beta = 3.0
         self.beta_cost: float | None = None
@@ -98,6 +102,7 @@ class CAPSConfig(OfflineSafeConfig):
         shared_actor: bool = NotProvided,
         implementation: str = NotProvided,
         actor_time: bool = NotProvided,
+        cost_gamma: float | None = NotProvided,
         clamp_cost_q: bool | None = NotProvided,
         awr_beta: float = NotProvided,
         beta_cost: float | None = NotProvided,
@@ -132,6 +137,11 @@ class CAPSConfig(OfflineSafeConfig):
             return self.time_limit
         return "terminal" if self.implementation == "code" else "bootstrap"
 
+    @property
+    def resolved_cost_gamma(self) -> float:
+        """The cost critics' discount: ``cost_gamma``, or ``gamma`` when None."""
+        return float(self.gamma if self.cost_gamma is None else self.cost_gamma)
+
     def _backbone_default(self, name: str) -> Any:
         value = getattr(self, name)
         return BACKBONE_DEFAULTS[self.backbone][name] if value is None else value
@@ -159,13 +169,13 @@ class CAPSConfig(OfflineSafeConfig):
             return SACBCLossSettings(
                 gamma=self.gamma, reward_scale=self.reward_scale, lambdas=tuple(self.resolved_lambdas),
                 cost_maximize=self.implementation == "code", time_limit=self.resolved_time_limit,
-                q_weight=self.q_weight,
+                q_weight=self.q_weight, cost_gamma=self.resolved_cost_gamma,
             )
         return CAPSLossSettings(
             gamma=self.gamma, reward_scale=self.reward_scale, expectile_reward=self.expectile_reward,
             expectile_cost=self.expectile_cost, beta=self.awr_beta, beta_cost=self.beta_cost,
             max_weight=self.max_weight, lambdas=tuple(self.resolved_lambdas), implementation=self.implementation,
-            time_limit=self.resolved_time_limit,
+            time_limit=self.resolved_time_limit, cost_gamma=self.resolved_cost_gamma,
         )
 
     @override(OfflineSafeConfig)
@@ -186,6 +196,11 @@ class CAPSConfig(OfflineSafeConfig):
         if self.actor_time and self.resolved_time_limit != "time_aware":
             self._value_error(f"actor_time needs time_limit 'time_aware' (got {self.resolved_time_limit!r}): the "
                               "heads see the remaining time only where the critics do")
+        if not 0.0 < self.resolved_cost_gamma <= 1.0:
+            self._value_error(f"cost_gamma must be in (0, 1], got {self.cost_gamma}")
+        if self.resolved_cost_gamma == 1.0 and self.resolved_time_limit == "bootstrap":
+            self._value_error("cost_gamma 1.0 needs time_limit 'terminal' or 'time_aware' (got 'bootstrap'): "
+                              "an undiscounted Q^c that bootstraps through time-outs has no finite fixed point")
         if self.beta_cost is not None and not (self.implementation == "code" and self.backbone == "iql"):
             self._value_error(f"beta_cost is only used by implementation 'code' with backbone 'iql' (got "
                               f"{self.implementation!r}, {self.backbone!r}): the paper's Eq. 8 has one β")
@@ -202,7 +217,7 @@ class CAPSConfig(OfflineSafeConfig):
         return super()._model_config_auto_includes | {
             "num_heads": self.num_heads, "shared_actor": self.shared_actor,
             "learn_std": self.implementation == "paper", "cost_maximize": self.implementation == "code",
-            "backbone": self.backbone, "actor_time": bool(self.actor_time),
+            "backbone": self.backbone, "actor_time": bool(self.actor_time), "cost_gamma": self.resolved_cost_gamma,
             "clamp_cost_q": self.resolved_clamp_cost_q, "initial_alpha": self.initial_alpha,
         }
 

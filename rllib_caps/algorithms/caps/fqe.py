@@ -111,14 +111,15 @@ def head_actions(actor: Actor, obs: torch.Tensor, step: torch.Tensor) -> torch.T
 
 
 def fit_fqe(actor: Actor, critic_input: CriticInput, dataset: TransitionDataset, *, hidden: list[int],
-            gamma: float, time_limit: str, fit_cost: bool, settings: FQESettings,
+            gamma: float, cost_gamma: float, time_limit: str, fit_cost: bool, settings: FQESettings,
             progress: bool = True) -> FQECritics:
     """Fits Q̂^r_k (and with ``fit_cost`` Q̂^c_k) for every head k of ``actor`` on ``dataset``.
 
     ``critic_input(obs, step)`` builds the critics' state input (with ``time_limit="time_aware"`` it appends the
     remaining time); ``time_limit`` decides where the bootstrap stops (``rllib_caps.core.time_limit``), as for
-    the offline critics. Rewards are not scaled (only Q^r's order across heads matters to the switching rule);
-    costs are in the env's units, as the threshold is.
+    the offline critics; Q̂^c is discounted by ``cost_gamma``, as the module's Q^c is. Rewards are not scaled
+    (only Q^r's order across heads matters to the switching rule); costs are in the env's units, as the threshold
+    is.
     """
     settings = settings.limited()
     tensors = dataset.tensors
@@ -131,9 +132,9 @@ def fit_fqe(actor: Actor, critic_input: CriticInput, dataset: TransitionDataset,
     targets.requires_grad_(False)
     optimizer = adam(critics.parameters(), settings.lr)
     generator = torch.Generator(device=next_actions.device).manual_seed(settings.seed)
-    sides = [(critics.reward, targets.reward, REWARDS)]
+    sides = [(critics.reward, targets.reward, REWARDS, gamma)]
     if fit_cost:
-        sides.append((critics.cost, targets.cost, COSTS))
+        sides.append((critics.cost, targets.cost, COSTS, cost_gamma))
     for _ in tqdm(range(settings.steps), desc="FQE", unit="step", disable=not progress, mininterval=1.0):
         idx = torch.randint(len(dataset), (settings.batch_size,), generator=generator, device=next_actions.device)
         batch = {name: t[idx] for name, t in tensors.items()}
@@ -141,12 +142,12 @@ def fit_fqe(actor: Actor, critic_input: CriticInput, dataset: TransitionDataset,
         x_next = critic_input(batch[NEXT_OBS].float(), batch[T] + 1)
         ends = episode_ends(batch, time_limit)
         loss = torch.zeros((), device=x.device)
-        for online, target, column in sides:
+        for online, target, column, discount in sides:
             for k in range(num_heads):
                 with torch.no_grad():
                     next_q1, next_q2 = target[k](x_next, next_actions[idx, k])
                 q1, q2 = online[k](x, batch[ACTIONS])
-                loss = loss + fqe_loss(q1, q2, next_q1, next_q2, batch[column].float(), ends, gamma)
+                loss = loss + fqe_loss(q1, q2, next_q1, next_q2, batch[column].float(), ends, discount)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -159,7 +160,7 @@ def fit_fqe(actor: Actor, critic_input: CriticInput, dataset: TransitionDataset,
 def fit_module_fqe(module: nn.Module, dataset: TransitionDataset, critic: str, settings: FQESettings,
                    progress: bool = True) -> FQECritics | None:
     """The critics a CAPS module switches with under ``critic`` (one of ``CRITICS``): None for ``"offline"``,
-    else FQE fitted for its heads with the module's hidden sizes, γ and time-limit handling."""
+    else FQE fitted for its heads with the module's hidden sizes, discounts and time-limit handling."""
     if critic not in CRITICS:
         raise ValueError(f"critic must be one of {CRITICS}, got {critic!r}")
     if critic == "offline":
@@ -168,7 +169,7 @@ def fit_module_fqe(module: nn.Module, dataset: TransitionDataset, critic: str, s
     device = next(module.parameters()).device
     dataset = TransitionDataset({k: v.to(device) for k, v in dataset.tensors.items()})
     return fit_fqe(module.head_means, module.critic_input, dataset, hidden=list(cfg["hidden"]),
-                   gamma=float(cfg["gamma"]), time_limit=cfg.get("time_limit", "bootstrap"),
+                   gamma=module.gamma, cost_gamma=module.cost_gamma, time_limit=cfg.get("time_limit", "bootstrap"),
                    fit_cost=critic == "fqe-both", settings=settings, progress=progress)
 
 

@@ -100,6 +100,7 @@ class CAPSLossSettings:
     lambdas: tuple[float, ...]
     implementation: str
     time_limit: str
+    cost_gamma: float  # the cost critics' discount (``CAPSConfig.cost_gamma``; γ unless set)
     beta_cost: float | None = None  # code mode's β of the cost advantage (None: β); paper mode has one β
 
     @property
@@ -132,7 +133,7 @@ def caps_iql_losses(fwd_out: dict[str, torch.Tensor], batch: dict[str, torch.Ten
         q1=fwd_out[m.QC_PREDS], q2=fwd_out[m.QC_TWIN_PREDS], q1_target=fwd_out[m.QC_TARGET_PREDS],
         q2_target=fwd_out[m.QC_TARGET_TWIN_PREDS], v=fwd_out[m.VC_PREDS], v_next=fwd_out[m.VC_PREDS_NEXT],
         signal=cost_sign * batch[schema.COSTS], terminateds=terminateds,
-        gamma=settings.gamma, expectile=settings.expectile_cost, maximize=settings.cost_maximize,
+        gamma=settings.cost_gamma, expectile=settings.expectile_cost, maximize=settings.cost_maximize,
     )
     reward_coef, cost_coef = head_coefficients(list(settings.lambdas))
     weights = head_weights(reward.advantage, cost.advantage, beta=settings.beta, reward_coef=reward_coef,

@@ -102,6 +102,7 @@ class SACBCLossSettings:
     cost_maximize: bool  # the cost critics hold −c (the authors' convention, "code") instead of +c ("paper")
     time_limit: str
     q_weight: float  # TD3+BC's α: the Q term is scaled by q_weight / mean|Q^k|
+    cost_gamma: float  # the cost critics' discount (``CAPSConfig.cost_gamma``; γ unless set)
 
 
 def caps_sacbc_losses(fwd_out: dict[str, torch.Tensor], batch: dict[str, torch.Tensor],
@@ -122,7 +123,7 @@ def caps_sacbc_losses(fwd_out: dict[str, torch.Tensor], batch: dict[str, torch.T
     )
     qc_loss = per_head_backup_loss(
         fwd_out[m.QC_PREDS], fwd_out[m.QC_TWIN_PREDS], fwd_out[m.QC_NEXT], fwd_out[m.QC_NEXT_TWIN],
-        signal=cost_sign * batch[schema.COSTS], terminateds=terminateds, gamma=settings.gamma,
+        signal=cost_sign * batch[schema.COSTS], terminateds=terminateds, gamma=settings.cost_gamma,
         maximize=settings.cost_maximize,
     )
     q_cost = goodness * pessimistic_twin(fwd_out[m.QC_PI], fwd_out[m.QC_PI_TWIN], maximize=settings.cost_maximize)

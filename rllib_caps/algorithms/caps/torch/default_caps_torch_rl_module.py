@@ -116,6 +116,7 @@ class DefaultCAPSTorchRLModule(OfflineTorchRLModule, DefaultCAPSRLModule):
         hidden = list(cfg["hidden"])
         self.num_heads = int(cfg["num_heads"])
         self.gamma = float(cfg["gamma"])
+        self.cost_gamma = float(cfg.get("cost_gamma", self.gamma))  # checkpoints before cost_gamma: γ
         self.horizon = int(cfg["horizon"])
         # +1: cost critics hold +c (paper); -1: they hold -c (authors' code). Q^c in cost units is sign * q.
         self.cost_sign = -1.0 if cfg["cost_maximize"] else 1.0
@@ -210,7 +211,7 @@ class DefaultCAPSTorchRLModule(OfflineTorchRLModule, DefaultCAPSRLModule):
                           ) -> tuple[torch.Tensor, torch.Tensor]:
         """The CAPS action for each state and the head that produced it (``critics``: see ``head_values``)."""
         means, q_reward, q_cost = self.head_values(obs, step, critics)
-        threshold = remaining_budget_threshold(cost_threshold, cost_spent, step, self.horizon, self.gamma)
+        threshold = remaining_budget_threshold(cost_threshold, cost_spent, step, self.horizon, self.cost_gamma)
         heads = select_heads(q_reward, q_cost, threshold)
         actions = means[torch.arange(means.shape[0], device=means.device), heads]
         return actions, heads
