@@ -70,3 +70,33 @@ def test_forward_train_restores_train_mode_after_evaluation() -> None:
     assert not any(m.training for m in module.modules())
     module.forward_train(batch)
     assert all(m.training for m in module.modules())
+
+
+def _learner(algo: str = "caps", **settings):
+    config = build_config(algo, "BallCircle", BUNDLED, steps=4, hidden=[8, 8], batch_size=8, eval_episodes=0,
+                          **settings)
+    config.validate()
+    spaces = {"default_policy": (config.observation_space, config.action_space)}
+    return config.build_learner_group(rl_module_spec=config.get_multi_rl_module_spec(spaces=spaces))._learner
+
+
+def test_optimisers_step_directly_only_when_nothing_postprocesses_the_gradients() -> None:
+    assert _learner("caps", heads=2)._gradients_pass_through
+    assert not _learner("cdt")._gradients_pass_through  # CDT clips its transformer's gradients (grad_clip 0.25)
+
+
+def test_non_finite_gradients_are_replaced_and_the_step_still_happens(caplog: pytest.LogCaptureFixture) -> None:
+    learner = _learner("caps", heads=2)
+    module = learner.module["default_policy"]
+    batch = {"default_policy": TransitionDataset.from_parquet(learner.config.input_).sample(
+        8, torch.Generator().manual_seed(0))}
+    fwd_out = learner.module.forward_train(batch)
+    gradients = learner.compute_gradients(learner.compute_losses(fwd_out=fwd_out, batch=batch))
+    poisoned = next(g for g in gradients.values() if g is not None and g.numel() > 1)
+    poisoned.view(-1)[0] = float("nan")
+    before = {name: p.detach().clone() for name, p in module.named_parameters()}
+    with caplog.at_level("WARNING"):
+        learner.apply_gradients(learner.postprocess_gradients(gradients))
+    assert "non-finite gradients" in caplog.text
+    assert all(torch.isfinite(p).all() for p in module.parameters())
+    assert sum(not torch.equal(p, before[name]) for name, p in module.named_parameters()) > 0

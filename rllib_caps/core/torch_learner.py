@@ -1,14 +1,16 @@
 """The torch side of the in-memory offline learner: the gradient steps of a stacked batch inside one update call,
-one finiteness check over all gradients per step, and the Polyak step of the target nets after every optimiser
-step."""
+one finiteness check over all gradients per step, a direct optimiser step when nothing postprocesses the
+gradients, and the Polyak step of the target nets after every optimiser step."""
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Collection, Mapping
 from typing import Any
 
 import torch
+from ray.rllib.core.learner.learner import Learner
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.typing import ParamDict
@@ -65,17 +67,42 @@ class OfflineSafeTorchLearner(TorchLearner, OfflineSafeLearner):
                                        for mid, module_batch in batch.items()})
         return outputs
 
+    @functools.cached_property
+    def _gradients_pass_through(self) -> bool:
+        """True when the gradients ``compute_gradients`` returns are the parameters' own ``.grad`` and RLlib's
+        postprocessing and ``apply_gradients`` would only regroup and re-assign them before the optimiser steps:
+        no module clips or logs gradients, no subclass computes or postprocesses them its own way, and no grad
+        scaler or torch lr scheduler steps with the optimisers."""
+        configs = [self.config.get_config_for_module(mid) for mid in self.module.keys()]
+        own = type(self)
+        return (all(c.grad_clip is None and not c.log_gradients for c in configs)
+                and own.compute_gradients is TorchLearner.compute_gradients
+                and own.postprocess_gradients_for_module is Learner.postprocess_gradients_for_module
+                and self._grad_scalers is None and self._lr_scheduler_classes is None)
+
+    @override(Learner)
+    def postprocess_gradients(self, gradients_dict: ParamDict) -> ParamDict:
+        """RLlib's, unless it would only regroup the gradients per optimiser (``_gradients_pass_through``)."""
+        return gradients_dict if self._gradients_pass_through else super().postprocess_gradients(gradients_dict)
+
     @override(TorchLearner)
     def apply_gradients(self, gradients_dict: ParamDict) -> None:
-        """RLlib's optimiser step, then the Polyak step (every gradient step, as the paper's τ assumes).
+        """The optimiser step, then the Polyak step (every gradient step, as the paper's τ assumes).
 
         RLlib checks every parameter's gradient for NaN/inf with one device sync each; here one norm over all
         gradients is checked instead (``OfflineSafeConfig`` sets ``torch_skip_nan_gradients`` so RLlib skips
-        its own check), and non-finite gradients are zeroed with a warning, as RLlib does.
+        its own check), and non-finite entries are replaced in place (NaN by 0) with a warning, as RLlib does. With
+        ``_gradients_pass_through`` the optimisers step directly, without RLlib's per-parameter re-assignment;
+        otherwise RLlib's ``apply_gradients`` does it.
         """
         grads = [g for g in gradients_dict.values() if g is not None]
         if grads and not bool(torch.isfinite(torch.stack(torch._foreach_norm(grads))).all()):
             logger.warning("non-finite gradients: setting NaN/inf entries to zero for this step")
-            gradients_dict = {pid: torch.nan_to_num(g) for pid, g in gradients_dict.items()}
-        super().apply_gradients(gradients_dict)
+            for grad in grads:
+                grad.nan_to_num_()
+        if self._gradients_pass_through:
+            for optimizer in self._optimizer_parameters:
+                optimizer.step()
+        else:
+            super().apply_gradients(gradients_dict)
         self.polyak_update_targets()
