@@ -36,8 +36,8 @@ class EnsembleLinear(nn.Module):
         self.bias = nn.Parameter(torch.empty(members, 1, out_dim).uniform_(-bound, bound))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() == 2:
-            return torch.matmul(x, self.weight) + self.bias
+        if x.dim() == 2:  # a shared input: an expanded view, not a copy (faster than matmul's broadcast on CPU)
+            x = x.expand(self.weight.shape[0], -1, -1)
         return torch.baddbmm(self.bias, x, self.weight)
 
 
