@@ -50,10 +50,16 @@ def write_synthetic_dataset(directory: Path, rows: int, obs_dim: int, act_dim: i
     return directory
 
 
+def local_learner(config: Any) -> Any:
+    """The algorithm's learner built in this process (a local learner group, no Ray actors) from a validated
+    config."""
+    spaces = {"default_policy": (config.observation_space, config.action_space)}
+    return config.build_learner_group(rl_module_spec=config.get_multi_rl_module_spec(spaces=spaces))._learner
+
+
 def rllib_learner_step(config: Any) -> Callable[[int], None]:
     """``n`` gradient steps through ``OfflineSafeLearner.update_from_dataset`` (a local learner, no Ray actors)."""
-    spaces = {"default_policy": (config.observation_space, config.action_space)}
-    learner = config.build_learner_group(rl_module_spec=config.get_multi_rl_module_spec(spaces=spaces))._learner
+    learner = local_learner(config)
     return lambda n: learner.update_from_dataset(num_updates=n)
 
 

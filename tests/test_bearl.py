@@ -14,6 +14,7 @@ from benchmarks.baselines_plain import PlainLoop, run_spec
 from rllib_caps.algorithms.bearl.keys import ACTOR_SAMPLES, VAE_SAMPLES
 from rllib_caps.algorithms.bearl.losses import BEARLLossSettings, bearl_losses, mmd, soft_clipped_target
 from rllib_caps.algorithms.registry import build_config
+from rllib_caps.bench import local_learner
 from rllib_caps.core import keys as k
 from rllib_caps.core.lagrangian import PIDGains
 from rllib_caps.core.learner import STEPS_PER_CALL
@@ -83,11 +84,6 @@ def test_bearl_losses_by_hand(implementation: str) -> None:
     assert state[k.LOG_ALPHA].item() == pytest.approx(math.log(2.0) + 0.1 * 2.0 * (mean_mmd - 0.05), rel=1e-5)
     assert state[k.PID_INTEGRAL].item() == pytest.approx(max(error, 0))
     assert state[k.PID_ERROR].item() == pytest.approx(error)
-
-
-def local_learner(config):
-    spaces = {"default_policy": (config.observation_space, config.action_space)}
-    return config.build_learner_group(rl_module_spec=config.get_multi_rl_module_spec(spaces=spaces))._learner
 
 
 @pytest.mark.parametrize("algo", ["bearl", "cpq"])

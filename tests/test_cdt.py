@@ -29,6 +29,7 @@ from rllib_caps.algorithms.cdt.relabel import (
 )
 from rllib_caps.algorithms.cdt.targets import DEFAULT, TASK_SETTINGS, return_target, task_settings
 from rllib_caps.algorithms.registry import ALGORITHMS, build_config, load_policy
+from rllib_caps.bench import local_learner
 from rllib_caps.core.rollout import evaluate_policy
 from rllib_caps.data import DatasetError, TransitionDataset, schema
 from rllib_caps.data.sequences import (
@@ -43,7 +44,6 @@ from rllib_caps.data.sequences import (
 )
 from rllib_caps.envs import get_task
 from rllib_caps.evaluate import main as evaluate_main
-from tests.test_bearl import local_learner
 
 BUNDLED = Path(__file__).resolve().parents[1] / "datasets" / "BallCircle"
 TINY = {"embedding_dim": 16, "num_layers": 1, "attention_heads": 2, "seq_len": 4, "batch_size": 8}

@@ -13,6 +13,7 @@ from rllib_caps.algorithms.caps.caps import CAPSConfig
 from rllib_caps.algorithms.caps.losses import CAPSLossSettings, actor_loss, head_weights
 from rllib_caps.algorithms.caps.torch.caps_torch_learner import ACTOR_LR_COSINE_STEPS
 from rllib_caps.algorithms.registry import build_config
+from rllib_caps.bench import local_learner
 
 BUNDLED = Path(__file__).resolve().parents[1] / "datasets" / "BallCircle"
 
@@ -62,8 +63,7 @@ def test_code_mode_anneals_the_actor_lr_by_a_cosine_that_survives_a_restore() ->
     def learner(implementation: str):
         c = config(implementation=implementation)
         c.validate()
-        spaces = {"default_policy": (c.observation_space, c.action_space)}
-        return c.build_learner_group(rl_module_spec=c.get_multi_rl_module_spec(spaces=spaces))._learner
+        return local_learner(c)
 
     def lrs(lrn) -> dict[str, float]:
         return {name.removeprefix("default_policy_"): opt.param_groups[0]["lr"]

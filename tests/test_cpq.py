@@ -15,6 +15,7 @@ from rllib_caps.algorithms.cpq.forward import CRITIC_GROUPS, TARGETS, cpq_traini
 from rllib_caps.algorithms.cpq.keys import OOD_KL, QC_OOD
 from rllib_caps.algorithms.cpq.losses import CPQLossSettings, cpq_losses, ood_cost
 from rllib_caps.algorithms.registry import build_config
+from rllib_caps.bench import local_learner
 from rllib_caps.core import keys as k
 from rllib_caps.core.vae import gaussian_kl
 from rllib_caps.core.vae_actor_critic_nets import VAEActorCriticNets
@@ -90,8 +91,6 @@ def online_ood_cost(module, batch: dict[str, torch.Tensor], quantile: float = 0.
 
 
 def test_paper_inflation_raises_the_cost_of_ood_actions_on_bundled_data() -> None:
-    from tests.test_bearl import local_learner
-
     batch = TransitionDataset.from_parquet(BUNDLED).sample(512, torch.Generator().manual_seed(1))
     inflated = {}
     for implementation in ("osrl", "paper"):

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from rllib_caps.algorithms.registry import build_config
-from rllib_caps.bench import PlainLoop
+from rllib_caps.bench import PlainLoop, local_learner
 from rllib_caps.core.learner import STEPS_PER_CALL
 from rllib_caps.core.optim import adam
 from rllib_caps.data import TransitionDataset
@@ -24,8 +24,7 @@ def test_amortised_learner_updates_equal_a_plain_per_step_loop(backbone: str) ->
     config = build_config("caps", "BallCircle", BUNDLED, steps=steps, heads=3, hidden=[16, 16], batch_size=32,
                           eval_episodes=0, seed=3, backbone=backbone)
     config.validate()
-    spaces = {"default_policy": (config.observation_space, config.action_space)}
-    learner = config.build_learner_group(rl_module_spec=config.get_multi_rl_module_spec(spaces=spaces))._learner
+    learner = local_learner(config)
     module = learner.module["default_policy"]
 
     initial = {name: value.clone() for name, value in module.state_dict().items()}
@@ -76,8 +75,7 @@ def _learner(algo: str = "caps", **settings):
     config = build_config(algo, "BallCircle", BUNDLED, steps=4, hidden=[8, 8], batch_size=8, eval_episodes=0,
                           **settings)
     config.validate()
-    spaces = {"default_policy": (config.observation_space, config.action_space)}
-    return config.build_learner_group(rl_module_spec=config.get_multi_rl_module_spec(spaces=spaces))._learner
+    return local_learner(config)
 
 
 def test_optimisers_step_directly_only_when_nothing_postprocesses_the_gradients() -> None:
