@@ -13,6 +13,7 @@ from rllib_caps.algorithms.registry import build_config
 from rllib_caps.bench import PlainLoop, local_learner
 from rllib_caps.core.learner import STEPS_PER_CALL
 from rllib_caps.core.optim import adam
+from rllib_caps.core.torch_learner import all_finite
 from rllib_caps.data import TransitionDataset
 
 BUNDLED = Path(__file__).resolve().parents[1] / "datasets" / "BallCircle"
@@ -81,6 +82,18 @@ def _learner(algo: str = "caps", **settings):
 def test_optimisers_step_directly_only_when_nothing_postprocesses_the_gradients() -> None:
     assert _learner("caps", heads=2)._gradients_pass_through
     assert not _learner("cdt")._gradients_pass_through  # CDT clips its transformer's gradients (grad_clip 0.25)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_all_finite_finds_a_bad_entry_in_any_tensor_and_leaves_the_values_alone(bad: float) -> None:
+    tensors = [torch.randn(64, 8), torch.randn(3), torch.randn(2, 2, dtype=torch.float64)]
+    originals = [t.clone() for t in tensors]
+    assert all_finite(tensors)
+    assert all(torch.equal(t, o) for t, o in zip(tensors, originals, strict=True))  # unscaled by 1: bit for bit
+    for t in tensors:
+        t.view(-1)[-1] = bad
+        assert not all_finite(tensors)
+        t.view(-1)[-1] = 0.0
 
 
 def test_non_finite_gradients_are_replaced_and_the_step_still_happens(caplog: pytest.LogCaptureFixture) -> None:

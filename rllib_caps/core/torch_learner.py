@@ -1,6 +1,6 @@
 """The torch side of the in-memory offline learner: the gradient steps of a stacked batch inside one update call,
-one finiteness check over all gradients per step, a direct optimiser step when nothing postprocesses the
-gradients, and the Polyak step of the target nets after every optimiser step."""
+one finiteness check over all gradients per step (one kernel), a direct optimiser step when nothing postprocesses
+the gradients, and the Polyak step of the target nets after every optimiser step."""
 
 from __future__ import annotations
 
@@ -19,6 +19,17 @@ from rllib_caps.core.learner import OfflineSafeLearner
 from rllib_caps.core.optim import adam
 
 logger = logging.getLogger(__name__)
+
+
+def all_finite(tensors: list[torch.Tensor]) -> bool:
+    """Whether every entry of ``tensors`` (on one device) is finite: one multi-tensor kernel and one device sync.
+
+    It is the check ``torch.amp.GradScaler`` runs before each optimiser step, with an unscale factor of 1, so the
+    tensors keep their values bit for bit; on CPU it is several times faster than a norm per tensor.
+    """
+    found = torch.zeros(1, device=tensors[0].device)
+    torch._amp_foreach_non_finite_check_and_unscale_(tensors, found, torch.ones(1, device=found.device))
+    return not bool(found)
 
 
 class OfflineSafeTorchLearner(TorchLearner, OfflineSafeLearner):
@@ -89,14 +100,14 @@ class OfflineSafeTorchLearner(TorchLearner, OfflineSafeLearner):
     def apply_gradients(self, gradients_dict: ParamDict) -> None:
         """The optimiser step, then the Polyak step (every gradient step, as the paper's τ assumes).
 
-        RLlib checks every parameter's gradient for NaN/inf with one device sync each; here one norm over all
-        gradients is checked instead (``OfflineSafeConfig`` sets ``torch_skip_nan_gradients`` so RLlib skips
-        its own check), and non-finite entries are replaced in place (NaN by 0) with a warning, as RLlib does. With
+        RLlib checks every parameter's gradient for NaN/inf with one device sync each; here ``all_finite`` checks
+        them all at once (``OfflineSafeConfig`` sets ``torch_skip_nan_gradients`` so RLlib skips its own check),
+        and non-finite entries are replaced in place (NaN by 0) with a warning, as RLlib does. With
         ``_gradients_pass_through`` the optimisers step directly, without RLlib's per-parameter re-assignment;
         otherwise RLlib's ``apply_gradients`` does it.
         """
         grads = [g for g in gradients_dict.values() if g is not None]
-        if grads and not bool(torch.isfinite(torch.stack(torch._foreach_norm(grads))).all()):
+        if grads and not all_finite(grads):
             logger.warning("non-finite gradients: setting NaN/inf entries to zero for this step")
             for grad in grads:
                 grad.nan_to_num_()
