@@ -12,6 +12,8 @@ cost critics), and scores those weights here with ``CAPSPolicy`` on the real sim
     # here, with the simulators
     python -m benchmarks.time_limit_remote score --weights DIR --episodes 20 --jobs 2 \\
         --data BallCircle=datasets/BallCircle DroneRun=datasets/DroneRun CarCircle=/data/CarCircle
+    # the data's best episode within each κ, normalised: a yardstick for the arms' rewards
+    python -m benchmarks.time_limit_remote ceiling --data BallCircle=datasets/BallCircle DroneRun=datasets/DroneRun
 
 An arm is a ``time_limit`` variant, ``time_aware+actor`` (``time_aware`` with ``actor_time``: the actor heads see
 the remaining time too) or ``time_aware+undiscounted`` (``time_aware`` with ``cost_gamma`` 1: Q^c is the
@@ -216,6 +218,27 @@ def print_table(scored: list[dict[str, Any]]) -> None:
         print(f"training time per run: median {sorted(seconds)[len(seconds) // 2]:.0f} s over {len(seconds)} runs")
 
 
+def cmd_ceiling(args: argparse.Namespace) -> int:
+    """Per task and κ, the normalised reward of the dataset's best episode within κ (``best_safe_episode``): a
+    yardstick for what the arms could reach by reproducing the behaviour data's best safe episode."""
+    from rllib_caps.core.scoring import best_safe_episode
+    from rllib_caps.data import TransitionDataset
+    from rllib_caps.data.sequences import EpisodeSequences
+    from rllib_caps.envs import get_task
+
+    print("| task | κ | episodes within κ | best normalised reward within κ |")
+    print("|:---|---:|---:|---:|")
+    for name, directory in parse_data(args.data).items():
+        task = get_task(name)
+        episodes = EpisodeSequences.from_dataset(TransitionDataset.from_parquet(directory))
+        returns, costs = episodes.episode_returns.numpy(), episodes.episode_costs.numpy()
+        for kappa in task.thresholds:
+            best = best_safe_episode(returns, costs, kappa, task.min_reward, task.max_reward)
+            print(f"| {name} | {kappa:g} | {int((costs <= kappa).sum())} / {len(costs)} | "
+                  f"{'–' if best is None else f'{best:.3f}'} |")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.time_limit_remote", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -245,8 +268,11 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--results", default="time_limit_remote.json", help="scores, appended as runs finish")
     s.add_argument("--episodes", type=int, default=20)
     s.add_argument("--jobs", type=int, default=1)
+    c = sub.add_parser("ceiling", help="per task and κ, the normalised reward of the data's best episode within κ")
+    c.add_argument("--data", nargs="+", required=True, help="TASK=DIR converted datasets")
     args = p.parse_args(argv)
-    return {"train": cmd_train, "adopt": cmd_adopt, "pack": cmd_pack, "score": cmd_score}[args.command](args)
+    commands = {"train": cmd_train, "adopt": cmd_adopt, "pack": cmd_pack, "score": cmd_score, "ceiling": cmd_ceiling}
+    return commands[args.command](args)
 
 
 if __name__ == "__main__":

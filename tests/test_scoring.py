@@ -8,6 +8,7 @@ from rllib_caps.core.scoring import (
     EpisodeOutcome,
     ThresholdResult,
     average_over_thresholds,
+    best_safe_episode,
     normalized_cost,
     normalized_reward,
     summarize,
@@ -120,3 +121,12 @@ def test_average_over_thresholds_from_summaries() -> None:
     assert avg["normalized_reward"] == pytest.approx(0.5)
     assert avg["normalized_cost"] == pytest.approx((1.0 + 0.5 + 0.25) / 3)
     assert avg["safe"] == 1.0
+
+
+def test_best_safe_episode_is_the_highest_return_within_the_threshold() -> None:
+    returns, costs = [100.0, 300.0, 200.0, 50.0], [5.0, 25.0, 10.0, 0.0]
+    assert best_safe_episode(returns, costs, 10.0, 0.0, 400.0) == pytest.approx(0.5)  # 200 at cost 10: ≤ κ counts
+    assert best_safe_episode(returns, costs, 40.0, 0.0, 400.0) == pytest.approx(0.75)
+    assert best_safe_episode(returns, [20.0] * 4, 10.0, 0.0, 400.0) is None
+    with pytest.raises(ValueError, match="differ in shape"):
+        best_safe_episode(returns, costs[:3], 10.0, 0.0, 400.0)

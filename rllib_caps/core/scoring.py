@@ -76,3 +76,14 @@ def average_over_thresholds(results: Sequence[ThresholdResult]) -> dict[str, flo
     norm_reward = float(np.mean([r.normalized_reward for r in results]))
     norm_cost = float(np.mean([r.normalized_cost for r in results]))
     return {"normalized_reward": norm_reward, "normalized_cost": norm_cost, "safe": float(norm_cost <= 1.0)}
+
+
+def best_safe_episode(returns: Sequence[float], costs: Sequence[float], threshold: float, min_reward: float,
+                      max_reward: float) -> float | None:
+    """The normalised reward of the best episode with cost ≤ κ in a dataset: what a policy that reproduced that
+    one behaviour episode from every start would score; ``None`` when no episode is within κ."""
+    returns, costs = np.asarray(returns, dtype=float), np.asarray(costs, dtype=float)
+    if returns.shape != costs.shape:
+        raise ValueError(f"returns and costs differ in shape: {returns.shape} vs {costs.shape}")
+    safe = returns[costs <= threshold]
+    return normalized_reward(float(safe.max()), min_reward, max_reward) if safe.size else None
