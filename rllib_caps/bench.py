@@ -32,6 +32,7 @@ import torch
 
 from rllib_caps.algorithms.caps.torch.caps_torch_learner import BACKBONE_LOSSES, optimizer_groups
 from rllib_caps.core.losses import polyak_update
+from rllib_caps.core.offline import MATMUL_PRECISIONS
 from rllib_caps.core.optim import adam
 from rllib_caps.data import TransitionDataset, schema
 
@@ -115,38 +116,84 @@ def measure(step: Callable[[int], None], steps: int, device: str, clock: str = "
 VARIANTS = ("unfused", "fused")  # the critics as separate MLPs, or one ensemble per pair (rllib_caps.core.nets)
 
 
-def run_matrix(args: argparse.Namespace, data: Path) -> list[dict[str, Any]]:
-    """One row per (hidden, K): min/median/max steps/s of the RLlib learner and the plain loop, each with unfused
-    and fused critics, and the ratios of medians. All four loops are measured interleaved."""
+def loop_names(device: str) -> list[str]:
+    """The loops one row measures: the plain loop and the RLlib learner, each with unfused and fused critics, and
+    on CUDA also the RLlib learner with its step captured as a CUDA graph (``captured_step``)."""
+    kinds = ["plain", "rllib"] + (["captured"] if device == "cuda" else [])
+    return [f"{kind}_{variant}" for variant in VARIANTS for kind in kinds]
+
+
+def build_loop(name: str, args: argparse.Namespace, data: Path, hidden: int, heads: int, precision: str
+               ) -> Callable[[int], None]:
+    """One loop of ``loop_names``, built at one size."""
     from rllib_caps.algorithms.registry import build_config
 
+    kind, variant = name.split("_")
+    config = build_config("caps", "BallCircle", data, steps=args.steps, heads=heads, hidden=[hidden] * 2,
+                          batch_size=args.batch, eval_episodes=0, fused_critics=variant == "fused",
+                          compile=args.compile, backbone=args.backbone, captured_step=kind == "captured",
+                          matmul_precision=precision, num_gpus_per_learner=1 if args.device == "cuda" else 0)
+    config.validate()
+    if kind == "plain":
+        return PlainLoop(config, device=args.device)
+    return rllib_learner_step(config)
+
+
+def gpu_memory_mib(device: str) -> float:
+    return torch.cuda.memory_allocated() / 2**20 if device == "cuda" else 0.0
+
+
+def run_matrix(args: argparse.Namespace, data: Path) -> list[dict[str, Any]]:
+    """One row per (precision, hidden, K): min/median/max steps/s of every loop of ``loop_names`` (measured
+    interleaved, so drift hits them alike), each loop's GPU memory, and the ratios of medians: each RLlib loop
+    against the plain loop with the same critics, and each fused loop against its unfused self."""
     rows = []
-    for hidden in args.hidden:
-        for heads in args.heads:
-            loops = {}
-            for variant in VARIANTS:
-                config = build_config("caps", "BallCircle", data, steps=args.steps, heads=heads,
-                                      hidden=[hidden] * 2, batch_size=args.batch, eval_episodes=0,
-                                      fused_critics=variant == "fused", compile=args.compile,
-                                      backbone=args.backbone,
-                                      num_gpus_per_learner=1 if args.device == "cuda" else 0)
-                config.validate()
-                loops[f"rllib_{variant}"] = rllib_learner_step(config)
-                loops[f"plain_{variant}"] = PlainLoop(config, device=args.device)
-            speeds: dict[str, list[float]] = {name: [] for name in loops}
-            for loop in loops.values():
-                loop(args.warmup)
-            for _ in range(args.repetitions):  # interleaved, so drift hits every loop alike
-                for name, loop in loops.items():
-                    speeds[name].append(measure(loop, args.steps, args.device, args.clock))
-            m = {name: statistics.median(v) for name, v in speeds.items()}
-            rows.append({"hidden": hidden, "heads": heads, "batch": args.batch,
-                         **{f"{name}_{stat}": f(v) for name, v in speeds.items()
-                            for stat, f in (("min", min), ("median", statistics.median), ("max", max))},
-                         **{f"ratio_rllib_plain_{v}": m[f"rllib_{v}"] / m[f"plain_{v}"] for v in VARIANTS},
-                         "ratio_fused_unfused_plain": m["plain_fused"] / m["plain_unfused"],
-                         "ratio_fused_unfused_rllib": m["rllib_fused"] / m["rllib_unfused"]})
+    for precision in args.precision:
+        for hidden in args.hidden:
+            for heads in args.heads:
+                loops, memory = {}, {}
+                for name in loop_names(args.device):
+                    before = gpu_memory_mib(args.device)
+                    loops[name] = build_loop(name, args, data, hidden, heads, precision)
+                    loops[name](args.warmup)
+                    memory[name] = gpu_memory_mib(args.device) - before
+                speeds: dict[str, list[float]] = {name: [] for name in loops}
+                for _ in range(args.repetitions):  # interleaved, so drift hits every loop alike
+                    for name, loop in loops.items():
+                        speeds[name].append(measure(loop, args.steps, args.device, args.clock))
+                m = {name: statistics.median(v) for name, v in speeds.items()}
+                row = {"precision": precision, "hidden": hidden, "heads": heads, "batch": args.batch}
+                for name, v in speeds.items():
+                    row |= {f"{name}_min": min(v), f"{name}_median": m[name], f"{name}_max": max(v),
+                            f"{name}_memory_mib": memory[name]}
+                    kind, variant = name.split("_")
+                    if kind != "plain":
+                        row[f"{name}_vs_plain"] = m[name] / m[f"plain_{variant}"]
+                    if variant == "fused":
+                        row[f"{kind}_fused_vs_unfused"] = m[name] / m[f"{kind}_unfused"]
+                rows.append(row)
+                del loops
+                if args.device == "cuda":
+                    torch.cuda.empty_cache()
     return rows
+
+
+def print_matrix(rows: list[dict[str, Any]], device: str) -> None:
+    """The matrix as a Markdown table: median steps/s [min-max], memory on CUDA, and the ratios."""
+    names = loop_names(device)
+    cells = [f"{n} steps/s" for n in names] + ([f"{n} MiB" for n in names] if device == "cuda" else [])
+    ratios = [f"{n} ÷ plain_{n.split('_')[1]}" for n in names if not n.startswith("plain")]
+    fused = [f"{n.split('_')[0]} fused ÷ unfused" for n in names if n.endswith("_fused")]
+    header = ["precision", "hidden", "K", "batch", *cells, *ratios, *fused]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---:|" * len(header))
+    for r in rows:
+        values = [r["precision"], r["hidden"], r["heads"], r["batch"]]
+        values += [f"{r[f'{n}_median']:.1f} [{r[f'{n}_min']:.0f}-{r[f'{n}_max']:.0f}]" for n in names]
+        values += [f"{r[f'{n}_memory_mib']:.0f}" for n in names] if device == "cuda" else []
+        values += [f"{r[f'{n}_vs_plain']:.3f}" for n in names if not n.startswith("plain")]
+        values += [f"{r[f'{n.split(chr(95))[0]}_fused_vs_unfused']:.3f}" for n in names if n.endswith("_fused")]
+        print("| " + " | ".join(str(v) for v in values) + " |")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -157,9 +204,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch", type=int, default=256, help="minibatch size")
     p.add_argument("--steps", type=int, default=64, help="gradient steps per measurement")
     p.add_argument("--repetitions", type=int, default=5, help="interleaved measurements per loop")
-    p.add_argument("--warmup", type=int, default=8, help="steps before measuring")
+    p.add_argument("--warmup", type=int, default=8, help="steps before measuring (a captured step records here)")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
-    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="cpu, or cuda (adds the RLlib learner with its step captured as a CUDA graph)")
+    p.add_argument("--precision", choices=MATMUL_PRECISIONS, nargs="+", default=["highest"],
+                   help="float32 matmul precision on CUDA: highest (IEEE fp32) and/or high (TF32); default highest")
     p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                    help="time steps by the wall clock, or by this process's CPU time (--device cpu with --threads 1: "
                         "robust on a shared machine, where waiting for a core would count as wall time)")
@@ -174,6 +224,9 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --clock cpu needs --device cpu and --threads 1 (CPU time of several threads or of a GPU's "
               "work is not the step's time)", file=sys.stderr)
         return 2
+    if args.device == "cpu" and args.precision != ["highest"]:
+        print("error: --precision applies to --device cuda (CPU learners compute in fp32)", file=sys.stderr)
+        return 2
     if min(args.heads) < 2 or min(args.hidden + [args.batch, args.steps, args.repetitions]) < 1:
         print("error: --heads must be >= 2 and --hidden/--batch/--steps/--repetitions >= 1", file=sys.stderr)
         return 2
@@ -181,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         rows = run_matrix(args, write_synthetic_dataset(Path(tmp), rows=100_000, obs_dim=8, act_dim=2))
     machine = {"machine": f"{platform.machine()} {platform.processor()}".strip(), "cpus": os.cpu_count(),
+               "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None,
                "load_average": os.getloadavg(), "torch": torch.__version__, "threads": torch.get_num_threads(),
                "device": args.device, "clock": args.clock, "backbone": args.backbone, "compile": args.compile,
                "steps": args.steps, "repetitions": args.repetitions,
@@ -189,16 +243,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"setup": machine, "rows": rows}, indent=1))
         return 0
     print(" ".join(f"{k}: {v}" for k, v in machine.items()))
-    print("Steps/s are medians of interleaved measurements (min-max in brackets).")
-    print("| hidden | K | batch | RLlib | plain | RLlib fused | plain fused | RLlib ÷ plain | RLlib ÷ plain (fused) "
-          "| fused ÷ unfused (plain) | fused ÷ unfused (RLlib) |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for r in rows:
-        cells = [f"{r[f'{n}_median']:.1f} [{r[f'{n}_min']:.0f}-{r[f'{n}_max']:.0f}]"
-                 for n in ("rllib_unfused", "plain_unfused", "rllib_fused", "plain_fused")]
-        ratios = [f"{r[k]:.3f}" for k in ("ratio_rllib_plain_unfused", "ratio_rllib_plain_fused",
-                                           "ratio_fused_unfused_plain", "ratio_fused_unfused_rllib")]
-        print(f"| {r['hidden']} | {r['heads']} | {r['batch']} | " + " | ".join(cells + ratios) + " |")
+    print("Steps/s are medians of interleaved measurements (min-max in brackets); MiB: GPU memory a loop holds.")
+    print_matrix(rows, args.device)
     return 0
 
 

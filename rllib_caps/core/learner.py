@@ -55,14 +55,19 @@ class OfflineSafeLearner(Learner):
         results, done = None, 0
         while done < num_updates:
             steps = min(STEPS_PER_CALL, num_updates - done)
-            samples = [self.sample_minibatch(batch_size) for _ in range(steps)]
-            stacked = {key: torch.cat([s[key] for s in samples]) for key in samples[0]}
-            batch = MultiAgentBatch({DEFAULT_MODULE_ID: SampleBatch(stacked)}, env_steps=steps * batch_size)
+            batch = MultiAgentBatch({DEFAULT_MODULE_ID: SampleBatch(self.training_batch(steps))},
+                                    env_steps=steps * batch_size)
             done += steps
             results = self.update(batch=batch, timesteps=timesteps, _no_metrics_reduce=done < num_updates)
             for module_id in self.module.keys():
                 self.metrics.log_value((module_id, NUM_TARGET_UPDATES), steps, reduce="lifetime_sum")
         return results
+
+    def training_batch(self, steps: int) -> dict[str, torch.Tensor]:
+        """What one ``Learner.update`` call trains on: ``steps`` fresh minibatches stacked, rows ``[i B, (i + 1) B)``
+        being step i's (B = ``train_batch_size_per_learner``)."""
+        samples = [self.sample_minibatch(self.config.train_batch_size_per_learner) for _ in range(steps)]
+        return {key: torch.cat([s[key] for s in samples]) for key in samples[0]}
 
     def sample_minibatch(self, batch_size: int) -> dict[str, torch.Tensor]:
         """One step's minibatch: uniformly sampled transitions; a learner that needs more columns adds them."""

@@ -33,6 +33,9 @@ from rllib_caps.data import parquet_files
 from rllib_caps.envs import TaskSpec, get_task, register_envs
 from rllib_caps.envs.tasks import is_task_name
 
+CAPTURED_STEP_SETTINGS = ("auto", True, False)
+MATMUL_PRECISIONS = ("highest", "high")
+
 
 class OfflineSafeConfig(AlgorithmConfig):
     """Settings shared by the offline safe algorithms (``.training(...)``), with their defaults:
@@ -45,6 +48,12 @@ class OfflineSafeConfig(AlgorithmConfig):
         fused_critics: evaluate each critic pair (twin Qs, V^r/V^c) as one ensemble, one batched matmul per
             layer (``rllib_caps.core.nets``): the same functions with fewer kernel launches, for GPUs.
         horizon: episode length T for the budget conversion and time-aware critics (default: the task's).
+        captured_step: "auto" (default), True or False: record the whole gradient step once as a CUDA graph and
+            replay it (``rllib_caps.core.captured_step``). "auto" captures on CUDA wherever the learner's step
+            allows it (``OfflineSafeTorchLearner.captured_step_blockers``) and never on CPU, where there is no graph
+            to capture; True raises where it cannot.
+        matmul_precision: float32 matrix products on CUDA, "highest" (IEEE fp32) or "high" (TF32 tensor cores;
+            ``torch.set_float32_matmul_precision``). CPU learners always compute in fp32.
 
     Evaluation (``.evaluation(...)``) rolls out the policy at each of ``evaluation_thresholds`` (default: the
     task's three DSRL thresholds) for ``evaluation_duration`` episodes each.
@@ -59,6 +68,8 @@ class OfflineSafeConfig(AlgorithmConfig):
         self.time_limit = "bootstrap"
         self.fused_critics = False
         self.horizon: int | None = None
+        self.captured_step: bool | str = "auto"
+        self.matmul_precision = "highest"
         self.evaluation_thresholds: list[float] | None = None
         # RLlib settings that differ for offline safe RL.
         self.gamma = 0.99
@@ -80,6 +91,7 @@ class OfflineSafeConfig(AlgorithmConfig):
     def training(self, *, num_gradient_steps: int = NotProvided, updates_per_iteration: int = NotProvided,
                  hidden: list[int] = NotProvided, tau: float = NotProvided, time_limit: str = NotProvided,
                  fused_critics: bool = NotProvided, horizon: int | None = NotProvided,
+                 captured_step: bool | str = NotProvided, matmul_precision: str = NotProvided,
                  **kwargs: Any) -> OfflineSafeConfig:
         super().training(**kwargs)
         if hidden is not NotProvided and not (hidden and all(isinstance(h, int) and h >= 1 for h in hidden)):
@@ -172,6 +184,10 @@ class OfflineSafeConfig(AlgorithmConfig):
         if (self.evaluation_config or {}).get("num_envs_per_env_runner", self.num_envs_per_env_runner) > 1:
             self._value_error("evaluation needs num_envs_per_env_runner = 1: with several envs per runner, "
                               "sample(num_episodes=N) favours short episodes and biases the cost")
+        if self.captured_step not in CAPTURED_STEP_SETTINGS:
+            self._value_error(f"captured_step must be one of {CAPTURED_STEP_SETTINGS}, got {self.captured_step!r}")
+        if self.matmul_precision not in MATMUL_PRECISIONS:
+            self._value_error(f"matmul_precision must be one of {MATMUL_PRECISIONS}, got {self.matmul_precision!r}")
         if self.resolved_time_limit not in TIME_LIMITS:
             self._value_error(f"time_limit must be one of {TIME_LIMITS}, got {self.time_limit!r}")
         self.resolved_horizon  # noqa: B018  (raises for a custom env without horizon)

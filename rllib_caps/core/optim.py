@@ -7,8 +7,15 @@ from collections.abc import Iterable
 import torch
 
 
-def adam(params: Iterable[torch.nn.Parameter], lr: float) -> torch.optim.Adam:
-    """``torch.optim.Adam`` with its multi-tensor (foreach) update: one op per update stage over all parameters
-    instead of a Python loop of ~6 ops per parameter. The arithmetic is the per-parameter one (bit-identical on
-    CPU); on CUDA it is PyTorch's default anyway, here made explicit so CPU runs get the same few dispatches."""
-    return torch.optim.Adam(params, lr=lr, foreach=True)
+def adam(params: Iterable[torch.nn.Parameter], lr: float, *, weight_decay: float | None = None,
+         fused: bool = False) -> torch.optim.Optimizer:
+    """``torch.optim.Adam`` (``AdamW`` with decoupled ``weight_decay`` when one is given).
+
+    By default with its multi-tensor (foreach) update: one op per update stage over all parameters instead of a
+    Python loop of ~6 ops per parameter, with the per-parameter arithmetic (bit-identical on CPU). ``fused=True``
+    (CUDA, for a captured step) runs the update as one fused kernel whose step counter lives on the device, and it
+    skips a step on the device when its ``found_inf`` tensor is set, as ``torch.amp`` uses it."""
+    kind = "fused" if fused else "foreach"
+    if weight_decay is None:
+        return torch.optim.Adam(params, lr=lr, **{kind: True})
+    return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, **{kind: True})

@@ -1,6 +1,10 @@
 """The torch side of the in-memory offline learner: the gradient steps of a stacked batch inside one update call,
 one finiteness check over all gradients per step (one kernel), a direct optimiser step when nothing postprocesses
-the gradients, and the Polyak step of the target nets after every optimiser step."""
+the gradients, and the Polyak step of the target nets after every optimiser step.
+
+On CUDA the whole gradient step (sampling, forward, losses, backward, optimisers, Polyak) is captured once as a
+CUDA graph and replayed (``config.captured_step``, ``rllib_caps.core.captured_step``): the step then issues no
+host work beyond one graph launch, and a step with non-finite gradients is skipped on the device."""
 
 from __future__ import annotations
 
@@ -10,15 +14,19 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 import torch
+from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.learner.learner import Learner
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.typing import ParamDict
 
+from rllib_caps.core.captured_step import CapturedStep
 from rllib_caps.core.learner import OfflineSafeLearner
 from rllib_caps.core.optim import adam
 
 logger = logging.getLogger(__name__)
+
+CAPTURED_ROWS = "captured_step_rows"  # the one column of a captured learner's training batch: its row count
 
 
 def all_finite(tensors: list[torch.Tensor]) -> bool:
@@ -37,7 +45,47 @@ class OfflineSafeTorchLearner(TorchLearner, OfflineSafeLearner):
 
     Loss terms are logged once per ``Learner.update`` call (the last step's, as RLlib's window of 1 keeps only
     that one anyway): ``record_losses`` keeps them, ``after_gradient_based_update`` logs them.
+
+    With ``captures_steps`` the learner replays its captured step instead: the minibatches are drawn inside the
+    step, so the batch that goes through RLlib's ``Learner.update`` only carries the row count (RLlib's step
+    accounting stays as it is), and the optimisers are fused Adams that skip a step whose gradients are not finite
+    (counted on the device, reported once per update call).
     """
+
+    @override(TorchLearner)
+    def build(self) -> None:
+        super().build()
+        if self._device.type == "cuda":
+            torch.set_float32_matmul_precision(self.config.matmul_precision)
+        if self.captures_steps:
+            self._found_inf = torch.zeros(1, device=self._device)
+            self._skipped_steps = torch.zeros(1, device=self._device)
+            for optimizer in self._optimizer_parameters:
+                optimizer.found_inf = self._found_inf  # read by the fused Adam step: skip when set
+
+    def captured_step_blockers(self) -> list[str]:
+        """Why this learner's step cannot be captured as a CUDA graph (none: it can); subclasses add their own."""
+        blockers = []
+        if self._device.type != "cuda":
+            blockers.append(f"the learner's device is {self._device.type}, not CUDA")
+        if not self._gradients_pass_through:
+            blockers.append("its gradients are postprocessed on the host (grad_clip, gradient logging or an lr "
+                            "scheduler)")
+        if self.config.num_learners > 1:
+            blockers.append("several learners average gradients with DDP")
+        return blockers
+
+    @functools.cached_property
+    def captures_steps(self) -> bool:
+        """Whether gradient steps replay a captured CUDA graph: ``config.captured_step`` True, or "auto" (the
+        default) where nothing in ``captured_step_blockers`` stands in the way."""
+        setting = self.config.captured_step
+        if setting is False:
+            return False
+        blockers = self.captured_step_blockers()
+        if setting is True and blockers:
+            raise ValueError("captured_step=True, but this learner's step cannot be captured: " + "; ".join(blockers))
+        return not blockers
 
     def register_adam_optimizers(self, module_id: str, groups: Mapping[str, tuple[Any, float]],
                                  unscheduled: Collection[str] = (), weight_decay: Mapping[str, float] | None = None,
@@ -49,8 +97,7 @@ class OfflineSafeTorchLearner(TorchLearner, OfflineSafeLearner):
         decay = weight_decay or {}
         for name, (net, lr) in groups.items():
             params = list(net.parameters()) if isinstance(net, torch.nn.Module) else list(net)
-            optimizers[name] = (torch.optim.AdamW(params, lr=lr, weight_decay=decay[name], foreach=True)
-                                if name in decay else adam(params, lr))
+            optimizers[name] = adam(params, lr, weight_decay=decay.get(name), fused=self.captures_steps)
             self.register_optimizer(module_id=module_id, optimizer_name=name, optimizer=optimizers[name],
                                     params=params, lr_or_lr_schedule=None if name in unscheduled else lr)
         return optimizers
@@ -65,6 +112,19 @@ class OfflineSafeTorchLearner(TorchLearner, OfflineSafeLearner):
         super().after_gradient_based_update(timesteps=timesteps)
         for module_id, losses in getattr(self, "_recorded_losses", {}).items():
             self.metrics.log_dict(losses, key=module_id, window=1)
+        if self.captures_steps:
+            skipped = int(self._skipped_steps.item())  # the update call's one read of a device value
+            if skipped:
+                logger.warning("non-finite gradients: %d gradient step(s) of this update call were skipped", skipped)
+                self._skipped_steps.zero_()
+
+    @override(OfflineSafeLearner)
+    def training_batch(self, steps: int) -> dict[str, torch.Tensor]:
+        """A captured step draws its own minibatches on the device: the batch only says how many rows (steps × B)."""
+        if not self.captures_steps:
+            return super().training_batch(steps)
+        rows = steps * self.config.train_batch_size_per_learner
+        return {CAPTURED_ROWS: torch.zeros(rows, dtype=torch.uint8, device=self._device)}
 
     @override(TorchLearner)
     def _update(self, batch: dict[str, Any]) -> tuple[Any, Any, Any]:
@@ -73,10 +133,28 @@ class OfflineSafeTorchLearner(TorchLearner, OfflineSafeLearner):
         losses, backward, ``apply_gradients``) on each slice in order; returns the last step's outputs."""
         size = self.config.train_batch_size_per_learner
         rows = len(next(iter(next(iter(batch.values())).values())))
+        if self.captures_steps:
+            return self._captured_step(rows // size)
         for start in range(0, rows, size):
             outputs = super()._update({mid: {key: column[start:start + size] for key, column in module_batch.items()}
                                        for mid, module_batch in batch.items()})
         return outputs
+
+    @override(TorchLearner)
+    def set_state(self, state: dict[str, Any]) -> None:
+        """RLlib's, then a new capture: a restored optimiser holds new state tensors, which a graph recorded before
+        would not see."""
+        super().set_state(state)
+        self.__dict__.pop("_captured_step", None)
+
+    @functools.cached_property
+    def _captured_step(self) -> CapturedStep:
+        return CapturedStep(self._sampled_update_step, generators=[self._generator])
+
+    def _sampled_update_step(self) -> tuple[Any, Any, Any]:
+        """One gradient step on a freshly sampled minibatch: what ``_captured_step`` records."""
+        minibatch = {DEFAULT_MODULE_ID: self.sample_minibatch(self.config.train_batch_size_per_learner)}
+        return super()._update(minibatch)
 
     @functools.cached_property
     def _gradients_pass_through(self) -> bool:
@@ -107,7 +185,11 @@ class OfflineSafeTorchLearner(TorchLearner, OfflineSafeLearner):
         otherwise RLlib's ``apply_gradients`` does it.
         """
         grads = [g for g in gradients_dict.values() if g is not None]
-        if grads and not all_finite(grads):
+        if self.captures_steps:  # no host branch: the fused optimisers read the flag and skip the step
+            self._found_inf.zero_()
+            torch._amp_foreach_non_finite_check_and_unscale_(grads, self._found_inf, self._found_inf.new_ones(1))
+            self._skipped_steps.add_(self._found_inf)
+        elif grads and not all_finite(grads):
             logger.warning("non-finite gradients: setting NaN/inf entries to zero for this step")
             for grad in grads:
                 grad.nan_to_num_()

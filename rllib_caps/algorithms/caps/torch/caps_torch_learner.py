@@ -57,6 +57,13 @@ class CAPSTorchLearner(OfflineSafeTorchLearner):
         return sum(losses.values())
 
     @override(OfflineSafeTorchLearner)
+    def captured_step_blockers(self) -> list[str]:
+        blockers = super().captured_step_blockers()
+        if self.config.anneal_actor_lr:
+            blockers.append("the actor's cosine learning rate (implementation='code') steps on the host")
+        return blockers
+
+    @override(OfflineSafeTorchLearner)
     def apply_gradients(self, gradients_dict: ParamDict) -> None:
         super().apply_gradients(gradients_dict)
         for scheduler in self._actor_lr_schedulers.values():
