@@ -15,6 +15,7 @@ bare loop).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -30,7 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from rllib_caps.algorithms.caps.torch.caps_torch_learner import BACKBONE_LOSSES, optimizer_groups
+from rllib_caps.algorithms.caps.torch.caps_torch_learner import BACKBONE_LOSSES, caps_minibatch, optimizer_groups
 from rllib_caps.core.losses import polyak_update
 from rllib_caps.core.offline import MATMUL_PRECISIONS
 from rllib_caps.core.optim import adam
@@ -89,7 +90,7 @@ class PlainLoop:
 
     def __call__(self, n: int) -> None:
         for _ in range(n):
-            batch = self.dataset.sample(self.config.train_batch_size_per_learner, self.generator)
+            batch = caps_minibatch(self.dataset, self.config.train_batch_size_per_learner, self.generator, self.config)
             losses = BACKBONE_LOSSES[self.config.backbone](self.forward_train(batch), batch, self.settings)
             for optimizer in self.optimizers:
                 optimizer.zero_grad(set_to_none=True)
@@ -178,6 +179,72 @@ def run_matrix(args: argparse.Namespace, data: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def run_one_after_another(learners: list[Any], n: int) -> None:
+    """``n`` gradient steps of each learner, one learner after another."""
+    for learner in learners:
+        learner.update_from_dataset(num_updates=n)
+
+
+def run_populations(args: argparse.Namespace, data: Path) -> list[dict[str, Any]]:
+    """One row per population size P: member-steps/s of P CAPS trials (seeds 0 … P−1) trained as one population
+    (``rllib_caps.core.population``; its step captured on CUDA) and of separate RLlib learners, one after another,
+    measured interleaved; GPU memory of each; and the ratio. Separate learners run one at a time, so their
+    member-steps/s does not depend on P: min(P, 8) of them are measured."""
+    from rllib_caps.algorithms.registry import build_config
+    from rllib_caps.core.population import Population
+
+    hidden, heads, precision = args.hidden[0], args.heads[0], args.precision[0]
+
+    def learner(seed: int) -> Any:
+        config = build_config("caps", "BallCircle", data, steps=args.steps, heads=heads, hidden=[hidden] * 2,
+                              batch_size=args.batch, eval_episodes=0, seed=seed, backbone=args.backbone,
+                              matmul_precision=precision, num_gpus_per_learner=1 if args.device == "cuda" else 0)
+        config.validate()
+        return local_learner(config)
+
+    rows = []
+    for size in args.population:
+        before = gpu_memory_mib(args.device)
+        population = Population.of_learners([learner(seed) for seed in range(size)], captured=args.device == "cuda")
+        population(args.warmup)
+        population_mib = gpu_memory_mib(args.device) - before
+        before = gpu_memory_mib(args.device)
+        separate = [learner(seed) for seed in range(min(size, 8))]
+        for one in separate:
+            one.update_from_dataset(num_updates=args.warmup)
+        separate_mib = (gpu_memory_mib(args.device) - before) * size / len(separate)
+        one_after_another = functools.partial(run_one_after_another, separate)
+
+        speeds: dict[str, list[float]] = {"population": [], "separate": []}
+        for _ in range(args.repetitions):
+            speeds["population"].append(size * measure(population, args.steps, args.device, args.clock))
+            speeds["separate"].append(len(separate) * measure(one_after_another, args.steps, args.device,
+                                                              args.clock))
+        m = {name: statistics.median(v) for name, v in speeds.items()}
+        rows.append({"population": size, "hidden": hidden, "heads": heads, "batch": args.batch,
+                     "precision": precision,
+                     **{f"{name}_{stat}": f(v) for name, v in speeds.items()
+                        for stat, f in (("min", min), ("median", statistics.median), ("max", max))},
+                     "population_memory_mib": population_mib, "separate_memory_mib": separate_mib,
+                     "ratio_population_separate": m["population"] / m["separate"]})
+        del population, separate
+        if args.device == "cuda":
+            torch.cuda.empty_cache()
+    return rows
+
+
+def print_populations(rows: list[dict[str, Any]]) -> None:
+    print("| P | hidden | K | batch | population member-steps/s | separate learners member-steps/s "
+          "| population ÷ separate | population MiB | P separate MiB |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        cells = [f"{r[f'{n}_median']:.1f} [{r[f'{n}_min']:.0f}-{r[f'{n}_max']:.0f}]" for n in ("population",
+                                                                                             "separate")]
+        print(f"| {r['population']} | {r['hidden']} | {r['heads']} | {r['batch']} | " + " | ".join(cells)
+              + f" | {r['ratio_population_separate']:.2f} | {r['population_memory_mib']:.0f} "
+              f"| {r['separate_memory_mib']:.0f} |")
+
+
 def print_matrix(rows: list[dict[str, Any]], device: str) -> None:
     """The matrix as a Markdown table: median steps/s [min-max], memory on CUDA, and the ratios."""
     names = loop_names(device)
@@ -215,6 +282,9 @@ def main(argv: list[str] | None = None) -> int:
                         "robust on a shared machine, where waiting for a core would count as wall time)")
     p.add_argument("--compile", action="store_true",
                    help="torch.compile the forward pass and losses of both loops (RLlib's torch_compile_learner)")
+    p.add_argument("--population", type=int, nargs="+", metavar="P",
+                   help="instead of the matrix: populations of P CAPS trials trained as one vmapped program against "
+                        "separate learners, at the first --hidden, --heads and --precision")
     p.add_argument("--json", action="store_true", help="print the matrix as JSON")
     args = p.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -230,9 +300,13 @@ def main(argv: list[str] | None = None) -> int:
     if min(args.heads) < 2 or min(args.hidden + [args.batch, args.steps, args.repetitions]) < 1:
         print("error: --heads must be >= 2 and --hidden/--batch/--steps/--repetitions >= 1", file=sys.stderr)
         return 2
+    if args.population and min(args.population) < 1:
+        print("error: --population sizes must be >= 1", file=sys.stderr)
+        return 2
     torch.set_num_threads(args.threads)
+    run, show = (run_populations, print_populations) if args.population else (run_matrix, print_matrix)
     with tempfile.TemporaryDirectory() as tmp:
-        rows = run_matrix(args, write_synthetic_dataset(Path(tmp), rows=100_000, obs_dim=8, act_dim=2))
+        rows = run(args, write_synthetic_dataset(Path(tmp), rows=100_000, obs_dim=8, act_dim=2))
     machine = {"machine": f"{platform.machine()} {platform.processor()}".strip(), "cpus": os.cpu_count(),
                "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None,
                "load_average": os.getloadavg(), "torch": torch.__version__, "threads": torch.get_num_threads(),
@@ -244,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(" ".join(f"{k}: {v}" for k, v in machine.items()))
     print("Steps/s are medians of interleaved measurements (min-max in brackets); MiB: GPU memory a loop holds.")
-    print_matrix(rows, args.device)
+    show(*((rows,) if args.population else (rows, args.device)))
     return 0
 
 

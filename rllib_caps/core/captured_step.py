@@ -18,6 +18,31 @@ from typing import Any
 import torch
 
 
+class NonFiniteSkip:
+    """Skips, on the device, a step whose gradients are not all finite: ``check(grads)`` sets the ``found_inf``
+    flag that fused Adam optimisers (``rllib_caps.core.optim.adam(fused=True)``, given to ``attach``) read to skip
+    their update, and counts such steps in ``skipped`` (read once per update call, not per step: no host sync)."""
+
+    def __init__(self, device: torch.device | str) -> None:
+        self.found_inf = torch.zeros(1, device=device)
+        self.skipped = torch.zeros(1, device=device)
+
+    def attach(self, optimizers: Sequence[torch.optim.Optimizer]) -> None:
+        for optimizer in optimizers:
+            optimizer.found_inf = self.found_inf
+
+    def check(self, grads: Sequence[torch.Tensor]) -> None:
+        self.found_inf.zero_()
+        torch._amp_foreach_non_finite_check_and_unscale_(list(grads), self.found_inf, self.found_inf.new_ones(1))
+        self.skipped.add_(self.found_inf)
+
+    def pop_skipped(self) -> int:
+        """Steps skipped since the last call (one device read)."""
+        skipped = int(self.skipped.item())
+        self.skipped.zero_()
+        return skipped
+
+
 class CapturedStep:
     """``step`` replayed as a CUDA graph; ``__call__(n)`` runs ``n`` steps and returns the last one's output."""
 

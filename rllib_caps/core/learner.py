@@ -69,9 +69,14 @@ class OfflineSafeLearner(Learner):
         samples = [self.sample_minibatch(self.config.train_batch_size_per_learner) for _ in range(steps)]
         return {key: torch.cat([s[key] for s in samples]) for key in samples[0]}
 
-    def sample_minibatch(self, batch_size: int) -> dict[str, torch.Tensor]:
-        """One step's minibatch: uniformly sampled transitions; a learner that needs more columns adds them."""
-        return self.dataset.sample(batch_size, self._generator)
+    def sample_minibatch(self, batch_size: int, generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
+        """One step's minibatch (``draw_minibatch``) from ``generator``, by default the learner's own."""
+        return self.draw_minibatch(batch_size, self._generator if generator is None else generator)
+
+    def draw_minibatch(self, batch_size: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
+        """Uniformly sampled transitions; a learner that needs more columns (or its step's random draws) adds them,
+        drawn from ``generator`` too, so that every random number of a trial comes from its own generator."""
+        return self.dataset.sample(batch_size, generator)
 
     def polyak_update_targets(self) -> None:
         """θ' ← τ θ + (1 − τ) θ' for every target net; called after every optimiser step."""

@@ -20,7 +20,7 @@ from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.typing import ParamDict
 
-from rllib_caps.core.captured_step import CapturedStep
+from rllib_caps.core.captured_step import CapturedStep, NonFiniteSkip
 from rllib_caps.core.learner import OfflineSafeLearner
 from rllib_caps.core.optim import adam
 
@@ -58,10 +58,8 @@ class OfflineSafeTorchLearner(TorchLearner, OfflineSafeLearner):
         if self._device.type == "cuda":
             torch.set_float32_matmul_precision(self.config.matmul_precision)
         if self.captures_steps:
-            self._found_inf = torch.zeros(1, device=self._device)
-            self._skipped_steps = torch.zeros(1, device=self._device)
-            for optimizer in self._optimizer_parameters:
-                optimizer.found_inf = self._found_inf  # read by the fused Adam step: skip when set
+            self._non_finite = NonFiniteSkip(self._device)
+            self._non_finite.attach(list(self._optimizer_parameters))
 
     def captured_step_blockers(self) -> list[str]:
         """Why this learner's step cannot be captured as a CUDA graph (none: it can); subclasses add their own."""
@@ -102,6 +100,20 @@ class OfflineSafeTorchLearner(TorchLearner, OfflineSafeLearner):
                                     params=params, lr_or_lr_schedule=None if name in unscheduled else lr)
         return optimizers
 
+    def member_losses(self, fwd_out: dict, batch: dict, config: Any) -> dict[str, torch.Tensor]:
+        """The named loss terms of one module's step, as a pure function of its forward outputs and minibatch: the
+        RLlib step sums them (``compute_loss_for_module``), and a population (``rllib_caps.core.population``)
+        vmaps them over its members. A learner whose step has side effects overrides ``compute_loss_for_module``
+        instead, and cannot train as a population."""
+        raise NotImplementedError(f"{type(self).__name__} computes its losses in compute_loss_for_module")
+
+    @override(TorchLearner)
+    def compute_loss_for_module(self, *, module_id: str, config: Any, batch: dict, fwd_out: dict) -> torch.Tensor:
+        """The sum of ``member_losses``, which are kept for the update call's metrics (``record_losses``)."""
+        losses = self.member_losses(fwd_out, batch, config)
+        self.record_losses(module_id, losses)
+        return sum(losses.values())
+
     def record_losses(self, module_id: str, losses: dict[str, torch.Tensor]) -> None:
         """Keeps this step's loss terms (detached) to be logged at the end of the update call."""
         self._recorded_losses = getattr(self, "_recorded_losses", {})
@@ -113,10 +125,9 @@ class OfflineSafeTorchLearner(TorchLearner, OfflineSafeLearner):
         for module_id, losses in getattr(self, "_recorded_losses", {}).items():
             self.metrics.log_dict(losses, key=module_id, window=1)
         if self.captures_steps:
-            skipped = int(self._skipped_steps.item())  # the update call's one read of a device value
+            skipped = self._non_finite.pop_skipped()  # the update call's one read of a device value
             if skipped:
                 logger.warning("non-finite gradients: %d gradient step(s) of this update call were skipped", skipped)
-                self._skipped_steps.zero_()
 
     @override(OfflineSafeLearner)
     def training_batch(self, steps: int) -> dict[str, torch.Tensor]:
@@ -186,9 +197,7 @@ class OfflineSafeTorchLearner(TorchLearner, OfflineSafeLearner):
         """
         grads = [g for g in gradients_dict.values() if g is not None]
         if self.captures_steps:  # no host branch: the fused optimisers read the flag and skip the step
-            self._found_inf.zero_()
-            torch._amp_foreach_non_finite_check_and_unscale_(grads, self._found_inf, self._found_inf.new_ones(1))
-            self._skipped_steps.add_(self._found_inf)
+            self._non_finite.check(grads)
         elif grads and not all_finite(grads):
             logger.warning("non-finite gradients: setting NaN/inf entries to zero for this step")
             for grad in grads:

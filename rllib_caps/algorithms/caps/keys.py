@@ -12,3 +12,6 @@ QR_PI, QR_PI_TWIN, QC_PI, QC_PI_TWIN = "qr_pi", "qr_pi_twin", "qc_pi", "qc_pi_tw
 NEXT_LOG_PROBS = "next_log_probs"  # log π_k(a'_k|s') of the heads' next actions a'_k ~ π_k(·|s'), (B, K)
 QR_NEXT, QR_NEXT_TWIN, QC_NEXT, QC_NEXT_TWIN = "qr_next", "qr_next_twin", "qc_next", "qc_next_twin"  # targets
 LOG_ALPHA = "log_alpha"  # the shared entropy temperature, log α (a scalar parameter)
+# Minibatch columns of CAPS(SAC+BC): the standard-normal noise ε of the heads' sampled actions at s and at s',
+# each (B, K, A), drawn with the minibatch from the learner's generator (so a trial's draws are its own).
+PI_NOISE, NEXT_PI_NOISE = "pi_noise", "next_pi_noise"

@@ -38,9 +38,11 @@ def squashed_log_prob(pre_tanh: torch.Tensor, mean: torch.Tensor, log_std: torch
     return (gaussian - log_det).sum(-1)
 
 
-def squashed_gaussian_sample(mean: torch.Tensor, log_std: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """A reparameterised sample ``a = tanh(μ + σ ε)`` and its log-density (:func:`squashed_log_prob`)."""
-    pre_tanh = mean + log_std.exp() * torch.randn_like(mean)
+def squashed_gaussian_sample(mean: torch.Tensor, log_std: torch.Tensor, noise: torch.Tensor | None = None
+                             ) -> tuple[torch.Tensor, torch.Tensor]:
+    """A reparameterised sample ``a = tanh(μ + σ ε)`` and its log-density (:func:`squashed_log_prob`); ``noise`` is
+    ε (standard normal, the shape of ``mean``), drawn from torch's global generator when not given."""
+    pre_tanh = mean + log_std.exp() * (torch.randn_like(mean) if noise is None else noise)
     return torch.tanh(pre_tanh), squashed_log_prob(pre_tanh, mean, log_std)
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import torch
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.utils.annotations import override
-from ray.rllib.utils.typing import ModuleID, TensorType
+from ray.rllib.utils.typing import ModuleID
 
 from rllib_caps.algorithms.bc.default_bc_rl_module import BC_LOG_STD, BC_MEANS
 from rllib_caps.algorithms.bc.episode_filter import safe_episodes
@@ -36,9 +37,6 @@ class BCTorchLearner(OfflineSafeTorchLearner):
     def configure_optimizers_for_module(self, module_id: ModuleID, config: Any = None) -> None:
         self.register_adam_optimizers(module_id, {"actor": (self._module[module_id], config.actor_lr)})
 
-    @override(TorchLearner)
-    def compute_loss_for_module(self, *, module_id: ModuleID, config: Any, batch: dict,
-                                fwd_out: dict) -> TensorType:
-        loss = bc_loss(config.policy, fwd_out[BC_MEANS], fwd_out[BC_LOG_STD], batch[Columns.ACTIONS])
-        self.record_losses(module_id, {"bc_loss": loss})
-        return loss
+    @override(OfflineSafeTorchLearner)
+    def member_losses(self, fwd_out: dict, batch: dict, config: Any) -> dict[str, torch.Tensor]:
+        return {"bc_loss": bc_loss(config.policy, fwd_out[BC_MEANS], fwd_out[BC_LOG_STD], batch[Columns.ACTIONS])}

@@ -7,11 +7,14 @@ from typing import Any
 import torch
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.utils.annotations import override
-from ray.rllib.utils.typing import ModuleID, ParamDict, StateDict, TensorType
+from ray.rllib.utils.typing import ModuleID, ParamDict, StateDict
 
+from rllib_caps.algorithms.caps.keys import NEXT_PI_NOISE, PI_NOISE
 from rllib_caps.algorithms.caps.losses import caps_iql_losses
 from rllib_caps.algorithms.caps.sacbc_losses import caps_sacbc_losses
+from rllib_caps.core.learner import OfflineSafeLearner
 from rllib_caps.core.torch_learner import OfflineSafeTorchLearner
+from rllib_caps.data import TransitionDataset, schema
 
 BACKBONE_LOSSES = {"iql": caps_iql_losses, "sacbc": caps_sacbc_losses}
 ACTOR_LR_COSINE_STEPS = 1_000_000  # the authors' IQL code: CosineAnnealingLR(actor optimiser, T_max = 1e6 steps)
@@ -27,6 +30,19 @@ def optimizer_groups(module: torch.nn.Module, config: Any) -> dict[str, tuple[li
             "alpha": ([module.log_alpha], config.resolved_actor_lr)}
     groups["values"] = (module.values, config.value_lr)
     return {name: (list(net.parameters()), lr) for name, (net, lr) in groups.items()}
+
+
+def caps_minibatch(dataset: TransitionDataset, batch_size: int, generator: torch.Generator, config: Any
+                   ) -> dict[str, torch.Tensor]:
+    """A CAPS step's minibatch: uniformly sampled transitions and, for SAC+BC, the standard-normal noise of every
+    head's sampled action at s and at s' (``PI_NOISE``, ``NEXT_PI_NOISE``, each ``(B, K, A)``), all from
+    ``generator``."""
+    batch = dataset.sample(batch_size, generator)
+    if config.backbone == "sacbc":
+        shape = (batch_size, config.num_heads, batch[schema.ACTIONS].shape[-1])
+        for key in (PI_NOISE, NEXT_PI_NOISE):
+            batch[key] = torch.randn(shape, generator=generator, device=generator.device)
+    return batch
 
 
 class CAPSTorchLearner(OfflineSafeTorchLearner):
@@ -49,12 +65,13 @@ class CAPSTorchLearner(OfflineSafeTorchLearner):
             self._actor_lr_schedulers[module_id] = torch.optim.lr_scheduler.CosineAnnealingLR(
                 optimizers["actor"], T_max=ACTOR_LR_COSINE_STEPS)
 
-    @override(TorchLearner)
-    def compute_loss_for_module(self, *, module_id: ModuleID, config: Any, batch: dict,
-                                fwd_out: dict) -> TensorType:
-        losses = BACKBONE_LOSSES[config.backbone](fwd_out, batch, config.loss_settings())
-        self.record_losses(module_id, losses)
-        return sum(losses.values())
+    @override(OfflineSafeLearner)
+    def draw_minibatch(self, batch_size: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
+        return caps_minibatch(self.dataset, batch_size, generator, self.config)
+
+    @override(OfflineSafeTorchLearner)
+    def member_losses(self, fwd_out: dict, batch: dict, config: Any) -> dict[str, torch.Tensor]:
+        return BACKBONE_LOSSES[config.backbone](fwd_out, batch, config.loss_settings())
 
     @override(OfflineSafeTorchLearner)
     def captured_step_blockers(self) -> list[str]:

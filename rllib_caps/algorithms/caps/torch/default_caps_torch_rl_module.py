@@ -20,8 +20,10 @@ from rllib_caps.algorithms.caps.keys import (
     HEAD_MEANS,
     LOG_ALPHA,
     NEXT_LOG_PROBS,
+    NEXT_PI_NOISE,
     PI_ACTIONS,
     PI_LOG_PROBS,
+    PI_NOISE,
     QC_NEXT,
     QC_NEXT_TWIN,
     QC_PI,
@@ -241,7 +243,7 @@ class DefaultCAPSTorchRLModule(OfflineTorchRLModule, DefaultCAPSRLModule):
         if self.backbone == "sacbc":
             return self._forward_train_sacbc(
                 self.actor_input(obs, step), critic_obs, self.actor_input(batch[Columns.NEXT_OBS], next_step),
-                next_critic_obs) | {
+                next_critic_obs, batch.get(PI_NOISE), batch.get(NEXT_PI_NOISE)) | {
                 QR_PREDS: qr1, QR_TWIN_PREDS: qr2, QC_PREDS: qc1, QC_TWIN_PREDS: qc2}
         vr, vc = self.values(critic_obs)
         with torch.no_grad():
@@ -255,17 +257,20 @@ class DefaultCAPSTorchRLModule(OfflineTorchRLModule, DefaultCAPSRLModule):
         return out
 
     def _forward_train_sacbc(self, actor_obs: torch.Tensor, critic_obs: torch.Tensor, next_actor_obs: torch.Tensor,
-                             next_critic_obs: torch.Tensor) -> dict[str, Any]:
+                             next_critic_obs: torch.Tensor, noise: torch.Tensor | None,
+                             next_noise: torch.Tensor | None) -> dict[str, Any]:
         """What ``caps_sacbc_losses`` needs besides the critics at (s, a): every head's reparameterised action at s
         with the critics evaluated there with frozen parameters (the actor loss must not move them), and every
-        head's next action at s' with its log-density and the target critics (no gradient)."""
+        head's next action at s' with its log-density and the target critics (no gradient). ``noise`` and
+        ``next_noise`` are the minibatch's ε of those samples (``PI_NOISE``, ``NEXT_PI_NOISE``)."""
         mean, log_std = self.actor.squashed_gaussian(actor_obs)
-        pi_actions, pi_log_probs = squashed_gaussian_sample(mean, log_std)
+        pi_actions, pi_log_probs = squashed_gaussian_sample(mean, log_std, noise)
         obs_k = critic_obs.unsqueeze(1).expand(-1, self.num_heads, -1)
         qr_pi = frozen_call(self.qr, obs_k, pi_actions)
         qc_pi = frozen_call(self.qc, obs_k, pi_actions)
         with torch.no_grad():
-            next_actions, next_log_probs = squashed_gaussian_sample(*self.actor.squashed_gaussian(next_actor_obs))
+            next_actions, next_log_probs = squashed_gaussian_sample(*self.actor.squashed_gaussian(next_actor_obs),
+                                                                    next_noise)
             next_obs_k = next_critic_obs.unsqueeze(1).expand(-1, self.num_heads, -1)
             qr_next = self.qr_target(next_obs_k, next_actions)
             qc_next = self.qc_target(next_obs_k, next_actions)

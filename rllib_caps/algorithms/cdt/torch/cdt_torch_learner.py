@@ -78,8 +78,8 @@ class CDTTorchLearner(OfflineSafeTorchLearner):
         logger.info("CDT: %d episodes and %d relabelled copies", len(sequences), self.sampler.num_relabelled)
 
     @override(OfflineSafeLearner)
-    def sample_minibatch(self, batch_size: int) -> dict[str, torch.Tensor]:
-        return self.sampler.sample(batch_size, self._generator)
+    def draw_minibatch(self, batch_size: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
+        return self.sampler.sample(batch_size, generator)
 
     @override(TorchLearner)
     def configure_optimizers_for_module(self, module_id: ModuleID, config: Any = None) -> None:

@@ -28,10 +28,10 @@ class COptiDICETorchLearner(OfflineSafeTorchLearner):
         self.module.foreach_module(lambda _mid, module: module.unwrapped().stats.assign_from(self.dataset))
 
     @override(OfflineSafeLearner)
-    def sample_minibatch(self, batch_size: int) -> dict[str, torch.Tensor]:
-        batch = super().sample_minibatch(batch_size)
+    def draw_minibatch(self, batch_size: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
+        batch = super().draw_minibatch(batch_size, generator)
         if self.config.implementation == "paper":
-            batch[INIT_OBS] = self.dataset.sample_initial_obs(batch_size, self._generator)
+            batch[INIT_OBS] = self.dataset.sample_initial_obs(batch_size, generator)
         return batch
 
     @override(TorchLearner)

@@ -1,0 +1,164 @@
+"""A population: P members of one algorithm on one dataset trained as one vmapped program, with one set of kernels
+for all of them (``torch.func.stack_module_state`` + ``functional_call`` + ``vmap``), the way JAX libraries train
+seeds as a batch dimension.
+
+Each member is a full trial: its own initial weights (the member module it was built from) and its own minibatch
+stream (its own generator, seeded as that trial's learner would seed it), so member i trains as it would alone,
+step for step, up to the rounding of batched against single matrix products. The members' parameters are stacked
+into one tensor per parameter, ``(P, ...)``; every member module keeps views into those stacks, so reading member
+i's module (its ``state_dict``, a checkpoint of it, a policy) always gives its current weights. Adam is elementwise,
+so one Adam over the stacks is P independent Adams; the Polyak step is one ``lerp`` over the stacked targets.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import torch
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.rl_module.apis import TargetNetworkAPI
+from torch import nn
+
+from rllib_caps.core.captured_step import CapturedStep, NonFiniteSkip
+from rllib_caps.core.optim import adam
+from rllib_caps.core.torch_learner import OfflineSafeTorchLearner
+
+# (module, minibatch) -> the member's loss terms, each a scalar: what one member's gradient step minimises.
+MemberLoss = Callable[[nn.Module, dict[str, torch.Tensor]], dict[str, torch.Tensor]]
+# () -> one member's next minibatch, drawn from its own generator (and its own dataset, e.g. BC-Safe's per κ).
+Sampler = Callable[[], dict[str, torch.Tensor]]
+
+
+MEMBER_SETTINGS = frozenset({"seed", "cost_limit"})  # the settings in which a population's members may differ
+
+
+def _config_differences(first: Any, other: Any) -> set[str]:
+    """Names of the settings in which two algorithm configs differ."""
+    a, b = first.to_dict(), other.to_dict()
+    return {key for key in a.keys() | b.keys() if repr(a.get(key)) != repr(b.get(key))}
+
+
+class _MemberStep(nn.Module):
+    """``module.forward_train`` followed by the loss: the function ``functional_call`` runs for one member."""
+
+    def __init__(self, module: nn.Module, loss: MemberLoss) -> None:
+        super().__init__()
+        self.module, self.loss = module, loss
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return self.loss(self.module, batch)
+
+
+class Population:
+    """P members trained together.
+
+    ``members`` are built modules of one class and shape with their target networks made (``TargetNetworkAPI``);
+    ``samplers`` draw each member's minibatches; ``loss(module, batch)`` returns one member's loss terms;
+    ``optimizer_groups`` maps an optimiser's name to (member 0's parameters it steps, learning rate), as the
+    algorithm's learner registers them; ``target_pairs`` names each (online, target) submodule pair, whose targets
+    take a Polyak step with ``tau`` after every gradient step.
+    """
+
+    def __init__(self, members: Sequence[nn.Module], samplers: Sequence[Sampler], loss: MemberLoss, *,
+                 optimizer_groups: Mapping[str, tuple[Sequence[nn.Parameter], float]], tau: float,
+                 target_pairs: Sequence[tuple[str, str]], generators: Sequence[torch.Generator] = (),
+                 captured: bool = False) -> None:
+        if len(members) != len(samplers) or not members:
+            raise ValueError(f"a population needs one sampler per member, got {len(members)} members and "
+                             f"{len(samplers)} samplers")
+        self.members, self.samplers, self.tau = list(members), list(samplers), tau
+        self.params, self.buffers = torch.func.stack_module_state(self.members)
+        self._share_storage()
+        names = {id(p): name for name, p in self.members[0].named_parameters()}
+        self.optimizers = {group: adam([self.params[names[id(p)]] for p in params], lr, fused=captured)
+                           for group, (params, lr) in optimizer_groups.items()}
+        self.non_finite = None
+        if captured:  # the step replays as a CUDA graph; non-finite steps are skipped on the device
+            self.non_finite = NonFiniteSkip(next(iter(self.params.values())).device)
+            self.non_finite.attach(list(self.optimizers.values()))
+        self._run = CapturedStep(self.step, generators=generators) if captured else self._eager
+        self.target_pairs = [([self.params[n] for n in self.params if n.startswith(online + ".")],
+                              [self.params[n] for n in self.params if n.startswith(target + ".")])
+                             for online, target in target_pairs]
+        step = _MemberStep(self.members[0], loss)
+        self._losses = torch.func.vmap(
+            lambda params, buffers, batch: torch.func.functional_call(
+                step, ({f"module.{n}": p for n, p in params.items()}, {f"module.{n}": b for n, b in buffers.items()}),
+                (batch,)),
+            randomness="error")  # every random draw comes from the members' samplers, none from torch's global one
+
+    @classmethod
+    def of_learners(cls, learners: Sequence[Any], captured: bool = False) -> Population:
+        """The population of these built learners' modules: one ``OfflineSafeTorchLearner`` per trial, each built
+        from that trial's config (its seed; for BC-Safe its κ, which only selects its data). The first learner
+        gives the losses (``member_losses``), the optimiser groups and τ; the others must differ from it in
+        ``seed`` or ``cost_limit`` alone. ``captured`` (CUDA) replays the population's step as a CUDA graph
+        (``rllib_caps.core.captured_step``)."""
+        first = learners[0]
+        if type(first).member_losses is OfflineSafeTorchLearner.member_losses:
+            raise ValueError(f"{type(first).__name__} computes its losses with side effects (no member_losses): it "
+                             "cannot train as a population")
+        for learner in learners[1:]:
+            differing = _config_differences(first.config, learner.config) - MEMBER_SETTINGS
+            if differing:
+                raise ValueError(f"population members must differ only in {sorted(MEMBER_SETTINGS)}; these differ: "
+                                 f"{', '.join(sorted(differing))}")
+        modules = [learner.module[DEFAULT_MODULE_ID].unwrapped() for learner in learners]
+        names = {id(submodule): name for name, submodule in modules[0].named_modules()}
+        groups = {name: (optimizer.param_groups[0]["params"], optimizer.param_groups[0]["lr"])
+                  for name, optimizer in first.get_optimizers_for_module(DEFAULT_MODULE_ID)}
+        config = first.config.get_config_for_module(DEFAULT_MODULE_ID)
+        return cls(modules, [functools.partial(learner.sample_minibatch, config.train_batch_size_per_learner)
+                             for learner in learners],
+                   lambda module, batch: first.member_losses(module.forward_train(batch), batch, config),
+                   optimizer_groups=groups, tau=config.tau,
+                   target_pairs=[(names[id(online)], names[id(target)])
+                                 for online, target in (modules[0].get_target_network_pairs()
+                                                        if isinstance(modules[0], TargetNetworkAPI) else ())],
+                   generators=[learner._generator for learner in learners], captured=captured)
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+    def _share_storage(self) -> None:
+        """Points every member's parameters and buffers at its slice of the stacks."""
+        for i, member in enumerate(self.members):
+            for name, p in member.named_parameters():
+                p.data = self.params[name].data[i]
+            for name, b in member.named_buffers():
+                b.data = self.buffers[name][i]
+
+    def sample(self) -> dict[str, torch.Tensor]:
+        """Every member's next minibatch, stacked: each column ``(P, B, ...)``."""
+        batches = [sampler() for sampler in self.samplers]
+        return {key: torch.stack([batch[key] for batch in batches]) for key in batches[0]}
+
+    def step(self, batch: dict[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
+        """One gradient step of every member (on ``batch``, or a fresh ``sample()``): the vmapped losses, one
+        backward pass, the optimisers, then the Polyak step. Returns each loss term per member, shape ``(P,)``."""
+        losses = self._losses(self.params, self.buffers, self.sample() if batch is None else batch)
+        for optimizer in self.optimizers.values():
+            optimizer.zero_grad(set_to_none=True)
+        torch.stack([term.sum() for term in losses.values()]).sum().backward()
+        if self.non_finite is not None:
+            self.non_finite.check([p.grad for p in self.params.values() if p.grad is not None])
+        for optimizer in self.optimizers.values():
+            optimizer.step()
+        with torch.no_grad():
+            for online, target in self.target_pairs:
+                torch._foreach_lerp_(target, online, self.tau)
+        return {name: term.detach() for name, term in losses.items()}
+
+    def __call__(self, n: int) -> dict[str, torch.Tensor]:
+        """``n`` gradient steps of every member (eager, or replays of the captured step); the last step's loss
+        terms."""
+        return self._run(n)
+
+    def _eager(self, n: int) -> dict[str, torch.Tensor]:
+        losses: dict[str, torch.Tensor] = {}
+        for _ in range(n):
+            losses = self.step()
+        return losses
+

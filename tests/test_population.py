@@ -1,0 +1,92 @@
+"""Populations (``rllib_caps.core.population``): P trials trained as one vmapped program, where member i trains as
+trial i would alone, step for step, and stays an ordinary module to read."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from rllib_caps.algorithms.registry import build_config
+from rllib_caps.bench import local_learner
+from rllib_caps.core.learner import STEPS_PER_CALL
+from rllib_caps.core.population import Population
+
+BUNDLED = Path(__file__).resolve().parents[1] / "datasets" / "BallCircle"
+STEPS = STEPS_PER_CALL + 6  # the solo learners cross an update call
+
+
+def _learner(algo: str, seed: int, device: str = "cpu", **settings):
+    config = build_config(algo, "BallCircle", BUNDLED, steps=STEPS, hidden=[16, 16], batch_size=32,
+                          eval_episodes=0, seed=seed, num_gpus_per_learner=int(device == "cuda"), **settings)
+    config.validate()
+    return local_learner(config)
+
+
+MEMBERS = {  # algorithm, settings shared by the members, and each member's own settings
+    "caps-iql": ("caps", {"heads": 3}, [{"seed": 0}, {"seed": 10}, {"seed": 20}]),
+    "caps-sacbc": ("caps", {"heads": 2, "backbone": "sacbc"}, [{"seed": 0}, {"seed": 10}, {"seed": 20}]),
+    "bc-safe-per-kappa": ("bc-safe", {}, [{"seed": 0, "cost_limit": 10}, {"seed": 0, "cost_limit": 20},
+                                          {"seed": 10, "cost_limit": 40}]),
+}
+
+
+def _train_both(case: str, device: str = "cpu", captured: bool = False) -> tuple[Population, list]:
+    algo, shared, members = MEMBERS[case]
+    packed = [_learner(algo, device=device, **shared, **own) for own in members]
+    alone = [_learner(algo, device=device, **shared, **own) for own in members]
+    for a, b in zip(alone, packed, strict=True):  # the same start, targets included
+        a.module["default_policy"].load_state_dict(b.module["default_policy"].state_dict())
+    population = Population.of_learners(packed, captured=captured)
+    population(STEPS)
+    for learner in alone:
+        learner.update_from_dataset(num_updates=STEPS)
+    return population, alone
+
+
+def _assert_members_equal_trials_alone(population: Population, alone: list) -> None:
+    for i, learner in enumerate(alone):
+        expected, learned = learner.module["default_policy"].state_dict(), population.members[i].state_dict()
+        assert expected.keys() == learned.keys()
+        for name in expected:
+            torch.testing.assert_close(learned[name], expected[name], rtol=1e-4, atol=1e-5, msg=f"member {i} {name}")
+    first = population.members[0].state_dict()
+    assert any(not torch.equal(first[n], population.members[1].state_dict()[n]) for n in first)
+
+
+@pytest.mark.parametrize("case", list(MEMBERS))
+def test_member_i_trains_as_trial_i_alone_step_for_step(case: str) -> None:
+    _assert_members_equal_trials_alone(*_train_both(case))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("captured", [False, True], ids=["eager", "captured"])
+@pytest.mark.parametrize("case", list(MEMBERS))
+def test_member_i_trains_as_trial_i_alone_on_cuda(case: str, captured: bool) -> None:
+    _assert_members_equal_trials_alone(*_train_both(case, device="cuda", captured=captured))
+
+
+def test_members_are_views_of_the_stacks_and_act_as_ordinary_modules() -> None:
+    learners = [_learner("caps", seed, heads=2) for seed in (0, 1)]
+    population = Population.of_learners(learners)
+    population(3)
+    member = population.members[1]
+    stacked = population.params["actor.bodies.0.0.weight"]
+    assert torch.equal(member.actor.bodies[0][0].weight, stacked[1])
+    fresh = learners[1].config.get_rl_module_spec().build()
+    fresh.make_target_networks()
+    fresh.load_state_dict(member.state_dict())  # an ordinary checkpointable state
+    obs = learners[1].dataset.tensors["obs"][:5]
+    torch.testing.assert_close(fresh.forward_inference({"obs": obs})["actions"],
+                               member.forward_inference({"obs": obs})["actions"])
+
+
+def test_members_that_differ_in_more_than_seed_and_cost_limit_are_refused() -> None:
+    with pytest.raises(ValueError, match="differ only in .*awr_beta"):
+        Population.of_learners([_learner("caps", 0, heads=2), _learner("caps", 1, heads=2, awr_beta=1.0)])
+
+
+def test_an_algorithm_whose_losses_have_side_effects_cannot_form_a_population() -> None:
+    with pytest.raises(ValueError, match="BEARLTorchLearner computes its losses with side effects"):
+        Population.of_learners([_learner("bearl", 0, cost_limit=20), _learner("bearl", 1, cost_limit=20)])
