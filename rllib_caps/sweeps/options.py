@@ -135,7 +135,8 @@ def resolve_options(args: argparse.Namespace) -> SweepOptions:
     """Flags given on the command line win over the ``--config`` file, which wins over the defaults. Each source
     is checked on its own, so an error names the flag (``--seeds``) or the file and key (``sweep.yaml: seeds``)."""
     file_options = load_config_file(args.config) if args.config else {}
-    check_options(SweepOptions(**file_options), f"--config {args.config}")
+    if args.config:
+        check_options(SweepOptions(**file_options), f"--config {args.config}")
     if args.name is None and args.config and "name" not in file_options:
         file_options["name"] = Path(args.config).stem
     given = {k: v for k, v in vars(args).items() if k != "config" and v is not None}
@@ -169,7 +170,8 @@ def check_options(options: SweepOptions, source: str) -> None:
         scope, _, name = key.rpartition(".")
         value = (options.training if scope else vars(options)).get(name)
         try:
-            None if value is None else check_number(value, **bounds)
+            if value is not None:
+                check_number(value, **bounds)
         except ValueError as err:
             raise SweepError(f"{_where(source, key)} {err}") from None
     for key, kind in (("seeds", int), ("heads", int), ("algos", str), ("backbones", str), ("actors", str),
