@@ -139,6 +139,8 @@ class DsrlReader:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
+        if self.path.is_dir():
+            raise DsrlFormatError(self.path, None, "is a directory, not an HDF5 file")
         if not self.path.is_file():
             raise DsrlFormatError(self.path, None, "no such file")
         if self.path.stat().st_size == 0:

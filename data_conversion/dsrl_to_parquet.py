@@ -40,7 +40,14 @@ from tqdm import tqdm
 from data_conversion.dsrl_format import READ_CHUNK_ROWS, DsrlReader
 from rllib_caps.core.atomic import atomic_directory
 from rllib_caps.data.errors import DatasetError
-from rllib_caps.data.schema import COLUMNS, DATA_DIR, METADATA_FILE, arrow_table, write_parquet_parts
+from rllib_caps.data.schema import (
+    COLUMNS,
+    CONVERSION_WARNINGS,
+    DATA_DIR,
+    METADATA_FILE,
+    arrow_table,
+    write_parquet_parts,
+)
 from rllib_caps.data.validation import file_sha256
 from rllib_caps.envs.compat.dsrl import load_infos
 from rllib_caps.envs.tasks import TaskSpec, get_task
@@ -340,6 +347,7 @@ def convert(
         warnings = conversion_warnings(spec, metadata)
         if strict and warnings:
             raise ConversionError(f"{h5}: refused under --strict: " + "; ".join(warnings))
+        metadata[CONVERSION_WARNINGS] = warnings  # check_dataset repeats them whenever the dataset is used
         (tmp / METADATA_FILE).write_text(json.dumps(metadata, indent=2, sort_keys=True) + "\n")
     return ConversionSummary(out_dir, metadata["rows"], metadata["episodes"], files, metadata, tuple(warnings))
 

@@ -19,10 +19,12 @@ from typing import Any
 
 from rllib_caps.algorithms.caps.fqe import CRITICS, FQESettings, evaluate_critics
 from rllib_caps.core.atomic import OutputNotWritableError, atomic_file
+from rllib_caps.core.checks import check_writable, seed_type
 from rllib_caps.core.results import format_results_table
 from rllib_caps.core.rollout import episode_seed, evaluate_policy
 from rllib_caps.data import DatasetError
 from rllib_caps.data.schema import OBS
+from rllib_caps.data.validation import check_dataset
 from rllib_caps.envs import TaskSpec, get_task
 
 logger = logging.getLogger("rllib_caps.evaluate")
@@ -50,8 +52,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--task", help="task name (default: the one the checkpoint was trained on)")
     p.add_argument("--thresholds", type=float, nargs="+", help="cost thresholds κ (default: the task's three)")
     p.add_argument("--episodes", type=int, default=20, help="episodes per threshold (default 20)")
-    p.add_argument("--seed", type=int, help="seed of the first episode [1000 × the training seed, so checkpoints of "
-                   "different seeds meet different start states]")
+    p.add_argument("--seed", type=seed_type, help="seed of the first episode, an integer in [0, 2**32) [1000 × the "
+                   "training seed, so checkpoints of different seeds meet different start states]")
     p.add_argument("--head", type=int, help="act with this head alone instead of switching (ablation)")
     p.add_argument("--allow-task-mismatch", action="store_true",
                    help="evaluate on --task although the checkpoint was trained on another task of the same sizes")
@@ -66,7 +68,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help=f"FQE batch size [{FQESettings.batch_size}]")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table (one critic: its results; "
                    "several: critic -> results)")
-    p.add_argument("--out", help="also write that JSON to this file (atomically)")
+    p.add_argument("--out", help="also write that JSON to this file (atomically; checked before any rollout)")
+    p.add_argument("--no-verify", dest="verify", action="store_false",
+                   help="load a checkpoint without manifest.json (and a --data dataset without checksums) without "
+                        "checking their files (logged)")
     return p.parse_args(argv)
 
 
@@ -85,7 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     critics = list(dict.fromkeys(args.critic))
     try:
         settings = FQESettings(steps=args.fqe_steps, batch_size=args.fqe_batch_size)
-        policy = load_policy(args.checkpoint)
+        if args.out:
+            check_writable(args.out, "--out")
+        policy = load_policy(args.checkpoint, verify=args.verify)
         if not (args.task or policy.task):
             raise ValueError(f"{args.checkpoint}: trained on a custom env; pass --task")
         task = get_task(args.task or policy.task)
@@ -101,11 +108,13 @@ def main(argv: list[str] | None = None) -> int:
         if critics != ["offline"]:
             data = Path(args.data or Path("datasets") / task.name)
             logger.info("loading %s to fit FQE critics for %s", data, ", ".join(c for c in critics if c != "offline"))
+            check_dataset(data, task=task.name, obs_dim=task.obs_dim, act_dim=task.act_dim,
+                          allow_task_mismatch=args.allow_task_mismatch, verify=args.verify)
             dataset = TransitionDataset.from_parquet(data)
             if dataset.tensors[OBS].shape[1:] != policy.module.observation_space.shape:
                 raise ValueError(f"--data {data}: observations of size {dataset.tensors[OBS].shape[1]}; the "
                                  f"checkpoint's have {policy.module.observation_space.shape[0]}")
-    except (ValueError, FileNotFoundError, DatasetError) as err:
+    except (ValueError, FileNotFoundError, DatasetError, OutputNotWritableError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     thresholds = args.thresholds or [float(k) for k in task.thresholds]

@@ -18,6 +18,7 @@ from tqdm import tqdm
 
 from rllib_caps.algorithms.registry import ALGORITHMS, COST_LIMIT_AXIS, build_config, get_algorithm
 from rllib_caps.core.atomic import OutputExistsError, OutputNotWritableError, atomic_directory
+from rllib_caps.core.checks import number_type, seed_type
 from rllib_caps.core.console import divert_library_notices
 from rllib_caps.core.keys import RESULTS_KEY, TIME_LIMITS
 from rllib_caps.core.results import format_results_table
@@ -53,7 +54,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--task", required=True, help="task short name or DSRL id, e.g. BallCircle")
     p.add_argument("--data", required=True, help="converted dataset directory (from data_conversion.dsrl_to_parquet)")
     p.add_argument("--out", required=True, help="checkpoint directory to write (atomically)")
-    p.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
+    p.add_argument("--seed", type=seed_type, default=0, help="training seed, an integer in [0, 2**32) (default 0)")
     p.add_argument("--backbone", choices=("iql", "sacbc"),
                    help="CAPS's offline RL backbone: IQL or SAC+BC (docs/paper.md, Training) [iql]")
     p.add_argument("--cost-limit", type=float,
@@ -77,9 +78,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--updates-per-iteration", type=int, help="gradient steps per RLlib iteration [1000]")
     p.add_argument("--eval-episodes", type=int, help="episodes per threshold, 0: skip evaluation [20]")
     p.add_argument("--eval-runners", type=int, help="remote evaluation EnvRunners, 0: in-process [0]")
-    p.add_argument("--num-gpus", type=float, default=0.0, help="GPUs for the learner, fractions allowed [0]")
+    p.add_argument("--num-gpus", type=number_type(minimum=0), default=0.0,
+                   help="GPUs for the learner, fractions allowed [0]")
     p.add_argument("--allow-task-mismatch", action="store_true",
                    help="train even if the dataset's metadata.json names another task (same sizes)")
+    p.add_argument("--no-verify", dest="verify", action="store_false",
+                   help="use a dataset without metadata.json or file checksums, and skip the checksums (logged)")
     p.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     p.add_argument("--json", action="store_true", help="print the evaluation results as JSON")
     return p.parse_args(argv)
@@ -117,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             spec = get_task(args.task)
             check_dataset(args.data, task=spec.name, obs_dim=spec.obs_dim, act_dim=spec.act_dim,
-                          allow_task_mismatch=args.allow_task_mismatch)
+                          allow_task_mismatch=args.allow_task_mismatch, verify=args.verify)
             check_gpus(args.num_gpus)
             if args.cost_limit is None and COST_LIMIT_AXIS in get_algorithm(args.algo).axes:
                 raise ValueError(f"--cost-limit is required: {args.algo} is trained for one cost limit κ (the "

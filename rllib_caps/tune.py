@@ -22,12 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from rllib_caps.algorithms.registry import ALGORITHMS
+from rllib_caps.core.atomic import OutputNotWritableError
+from rllib_caps.core.checks import check_writable, seed_type
 from rllib_caps.core.console import divert_library_notices
 from rllib_caps.core.keys import TIME_LIMITS
 from rllib_caps.envs import SUITES, TaskSpec
 from rllib_caps.report.records import REPORT_DIR, load_trials
 from rllib_caps.sweeps.grid import describe_grid
-from rllib_caps.sweeps.options import SweepError, SweepOptions, resolve_options
+from rllib_caps.sweeps.options import SweepError, SweepOptions, option_type, resolve_options
 from rllib_caps.sweeps.runner import check_experiment_dir, run_sweep, start_ray
 from rllib_caps.sweeps.trials import missing_datasets, missing_datasets_message
 
@@ -91,7 +93,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help=f"algorithms, from {', '.join(ALGORITHMS)} [{' '.join(d.algos)}]")
     g.add_argument("--tasks", help="'all', a suite (" + ", ".join(SUITES) + ") or a comma list of tasks "
                    f"[{d.tasks}]")
-    g.add_argument("--seeds", type=int, nargs="+", help=f"training seeds [{' '.join(map(str, d.seeds))}]")
+    g.add_argument("--seeds", type=seed_type, nargs="+",
+                   help=f"training seeds, integers in [0, 2**32) [{' '.join(map(str, d.seeds))}]")
     g.add_argument("--heads", type=int, nargs="+",
                    help=f"CAPS's numbers of policy heads K, e.g. 2 4 8 [{' '.join(map(str, d.heads))}]")
     g.add_argument("--backbones", nargs="+", help="offline RL backbones under the heads, one trial each (ablation: "
@@ -101,17 +104,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     g.add_argument("--critics", nargs="+", help="critics the switching rule reads, each evaluated after the same "
                    "training (FQE ablation): offline, fqe-reward (FQE Q̂^r + offline Q^c), fqe-both (FQE Q̂^r and "
                    f"Q̂^c) [{' '.join(d.critics)}]")
-    g.add_argument("--fqe-steps", type=int, help="FQE gradient steps per trial with --critics fqe-* [20000]")
+    g.add_argument("--fqe-steps", type=option_type("fqe_steps"),
+                   help="FQE gradient steps per trial with --critics fqe-* [20000]")
     g.add_argument("--data-root", help=f"directory with one converted dataset per task, ROOT/<Task>/ [{d.data_root}]")
     g.add_argument("--prepare", nargs="?", const="hf", metavar="SOURCE",
                    help="first fetch and convert the tasks' missing datasets into --data-root, on the sweep's Ray "
                         "cluster, before any trial starts; SOURCE: hf (DSRL's Hub repo, the default), a directory "
                         "of DSRL files, or an http(s) URL prefix (see python -m data_conversion.fetch)")
-    g.add_argument("--steps", type=int, help="gradient steps per trial (overrides training.steps)")
+    g.add_argument("--steps", type=option_type("steps"), help="gradient steps per trial (overrides training.steps)")
     g.add_argument("--time-limit", choices=TIME_LIMITS, help="how the critics treat time-outs (overrides "
                    "training.time_limit; docs/paper.md, choice 7)")
-    g.add_argument("--eval-episodes", type=int, help="evaluation episodes per threshold (overrides training)")
-    g.add_argument("--eval-runners", type=int, help="remote evaluation EnvRunners per trial, 0: in the trial "
+    g.add_argument("--eval-episodes", type=option_type("eval_episodes"),
+                   help="evaluation episodes per threshold (overrides training)")
+    g.add_argument("--eval-runners", type=option_type("eval_runners"),
+                   help="remote evaluation EnvRunners per trial, 0: in the trial "
                    "process (overrides training.eval_runners)")
     g.add_argument("--dry-run", action="store_true", default=None,
                    help="print the planned grid (algorithms × tasks × seeds × K or κ) and its trial count; run nothing")
@@ -122,26 +128,34 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     g = p.add_argument_group("where results go")
     g.add_argument("--storage", help=f"results directory [{d.storage}]")
     g.add_argument("--name", help=f"experiment name: results in STORAGE/NAME [the --config stem, else {d.name}]")
+    g.add_argument("--no-verify", dest="verify", action="store_false", default=None,
+                   help="use datasets without metadata.json or file checksums (and report checkpoints without "
+                        "manifest.json) without checking their files (logged)")
     g.add_argument("--resume", action="store_true", default=None,
                    help="continue the interrupted experiment STORAGE/NAME: finished trials are kept, unfinished "
                         "and errored ones continue from their last checkpoint")
     g = p.add_argument_group("search")
     g.add_argument("--search", choices=("optuna",), help="Optuna over awr_beta (β) and the K-2 middle λ_k, per task "
                    "and K; each sample runs every seed; best parameters go to STORAGE/NAME/best_params.yaml")
-    g.add_argument("--num-samples", type=int, help=f"Optuna samples per task and K [{d.num_samples}]")
+    g.add_argument("--num-samples", type=option_type("num_samples"),
+                   help=f"Optuna samples per task and K [{d.num_samples}]")
     g = p.add_argument_group("cluster and resources")
     g.add_argument("--address", help="join this Ray cluster (e.g. auto or ray://host:10001) instead of starting one")
     g.add_argument("--dashboard", action="store_true", default=None,
                    help="start local Ray with the dashboard and print its URL and how to log in")
-    g.add_argument("--num-gpus", type=float, help="GPUs the sweep uses in total, shared by the concurrent trials "
+    g.add_argument("--num-gpus", type=option_type("num_gpus"),
+                   help="GPUs the sweep uses in total, shared by the concurrent trials "
                    f"(0: CPU) [{d.num_gpus:g}]")
-    g.add_argument("--gpus-per-trial", type=float, help="GPUs per trial (overrides the share of --num-gpus)")
-    g.add_argument("--cpus-per-trial", type=float, help="CPUs per trial, fractions allowed; with evaluation "
+    g.add_argument("--gpus-per-trial", type=option_type("gpus_per_trial"),
+                   help="GPUs per trial (overrides the share of --num-gpus)")
+    g.add_argument("--cpus-per-trial", type=option_type("cpus_per_trial"),
+                   help="CPUs per trial, fractions allowed; with evaluation "
                    f"runners half go to them [{d.cpus_per_trial:g}]")
-    g.add_argument("--max-concurrent", type=int, help="at most this many trials at once [as many as fit]")
-    g.add_argument("--max-failures", type=int,
+    g.add_argument("--max-concurrent", type=option_type("max_concurrent"),
+                   help="at most this many trials at once [as many as fit]")
+    g.add_argument("--max-failures", type=option_type("max_failures"),
                    help=f"restarts of a failing trial from its last checkpoint [{d.max_failures}]")
-    g.add_argument("--checkpoint-every", type=int,
+    g.add_argument("--checkpoint-every", type=option_type("checkpoint_every"),
                    help=f"checkpoint every N iterations (and at the end) [{d.checkpoint_every}]")
     g.add_argument("--fresh-actors", dest="reuse_actors", action="store_false", default=None,
                    help="start every trial in a new actor process (default: a finished trial's actor runs the next "
@@ -166,11 +180,12 @@ def main(argv: list[str] | None = None) -> int:
                   f"{options.experiment_dir / REPORT_DIR}. Nothing to do (pass --name to start another).")
             return 0
         check_experiment_dir(options.experiment_dir, bool(options.resume))
+        check_writable(options.experiment_dir, "--storage")
         missing = missing_datasets(options.data_root, options.task_specs())
         if missing and not options.prepare:
             raise SweepError(missing_datasets_message(options.data_root, missing))
         source = prepare_source(options.prepare) if missing else None
-    except SweepError as err:
+    except (SweepError, OutputNotWritableError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     import ray
@@ -197,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"no trial finished (interrupted?); continue the sweep with:\n  {resume}", file=sys.stderr)
             return 1
         episodes = options.training_settings().get("eval_episodes")  # per limit, as per threshold in training
-        report = write_report(options.experiment_dir, cost_limits=options.report_cost_limits,
+        report = write_report(options.experiment_dir, cost_limits=options.report_cost_limits, verify=options.verify,
                               **({"episodes": max(int(episodes), 1)} if episodes is not None else {}))
     except (SweepError, ReportError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -39,9 +39,9 @@ def test_axes_come_from_flags_and_yaml_and_are_checked(tmp_path: Path) -> None:
     assert (options.heads, options.actors, options.critics) == ([2, 4, 8], ["separate"], ["fqe-reward"])
     for bad, message in (({"actors": ["shared", "joint"]}, "actors ['joint'] unknown; choose from shared, separate"),
                          ({"critics": ["fqe"]}, "critics ['fqe'] unknown"),
-                         ({"backbones": "iql"}, "backbones must be a non-empty list of names"),
+                         ({"backbones": "iql"}, "--backbones must be a non-empty list of names"),
                          ({"actors": ["shared", "shared"]}, "repeats a value"),
-                         ({"fqe_steps": 0}, "fqe_steps must be >= 1")):
+                         ({"fqe_steps": 0}, "--fqe-steps must be an integer >= 1, got 0")):
         with pytest.raises(SweepError, match=re.escape(message)):
             check_options(SweepOptions(**bad), "the command line")
 

@@ -72,6 +72,13 @@ def test_train_evaluates_every_threshold_reproducibly_and_checkpoint_round_trips
                           (["--thresholds", "-5"], "--thresholds must be >= 0")):
         assert evaluate_main(["--checkpoint", "ckpt", *argv]) == 2
         assert message in capsys.readouterr().err
+    (tmp_path / "ckpt" / "manifest.json").rename(tmp_path / "manifest.json")  # deleting it does not skip the check
+    with pytest.raises(CheckpointError, match="no manifest.json.*--no-verify"):
+        CAPSPolicy.from_checkpoint("ckpt")
+    assert evaluate_main(["--checkpoint", "ckpt", "--task", "DroneRun"]) == 2  # refused before the task check
+    assert "no manifest.json" in capsys.readouterr().err
+    assert CAPSPolicy.from_checkpoint("ckpt", verify=False).num_heads == 3  # the explicit opt-out, logged
+    (tmp_path / "manifest.json").rename(tmp_path / "ckpt" / "manifest.json")
     weights = max((tmp_path / "ckpt").rglob("module_state*"), key=lambda p: p.stat().st_size)
     weights.write_bytes(weights.read_bytes()[:100])
     with pytest.raises(CheckpointError, match=f"{weights.name}: corrupt or modified"):

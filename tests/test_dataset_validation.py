@@ -66,12 +66,26 @@ def test_missing_empty_and_unlisted_files(dataset: Path, tmp_path: Path) -> None
         check(dataset)
 
 
-def test_old_datasets_without_checksums_still_load_with_a_warning(dataset: Path, caplog) -> None:
+def test_datasets_without_checksums_or_metadata_are_refused_unless_verify_is_off(dataset: Path, caplog) -> None:
     metadata = json.loads((dataset / "metadata.json").read_text())
     del metadata["files"]
     (dataset / "metadata.json").write_text(json.dumps(metadata))
-    assert check(dataset) == dataset / "data"
-    assert "no file checksums" in caplog.text
+    with pytest.raises(DatasetError, match="no file checksums.*--no-verify"):
+        check(dataset)
+    assert check(dataset, verify=False) == dataset / "data"
+    (dataset / "metadata.json").unlink()
+    with pytest.raises(DatasetError, match="no metadata.json.*--no-verify"):
+        check(dataset)
+    assert check(dataset, verify=False) == dataset / "data"
+    assert "integrity NOT checked" in caplog.text
+
+
+def test_the_converters_warnings_are_repeated_on_every_check(dataset: Path, caplog) -> None:
+    metadata = json.loads((dataset / "metadata.json").read_text())
+    metadata["conversion_warnings"] = ["7 episodes are longer than the task's 200 steps (another task's data?)"]
+    (dataset / "metadata.json").write_text(json.dumps(metadata))
+    check(dataset)
+    assert "converted with a warning: 7 episodes are longer" in caplog.text
 
 
 def test_train_refuses_bad_input_before_starting_ray(dataset: Path, tmp_path: Path, capsys) -> None:

@@ -135,6 +135,8 @@ def test_suspicious_data_warns_and_strict_refuses_leaving_nothing(tmp_path: Path
     summary = convert(BOUNDED, flagless, tmp_path / "loose")
     assert any("no terminal or time-out flags" in w for w in summary.warnings)
     assert any(f"longer than the task's {BOUNDED.max_episode_steps} steps" in w for w in summary.warnings)
+    recorded = json.loads((tmp_path / "loose" / "metadata.json").read_text())["conversion_warnings"]
+    assert recorded == list(summary.warnings)  # check_dataset repeats them whenever the dataset is used
     with pytest.raises(ConversionError, match="refused under --strict"):
         convert(BOUNDED, flagless, tmp_path / "strict", strict=True)
     assert not (tmp_path / "strict").exists() and not any(p.name.startswith(".strict") for p in tmp_path.iterdir())

@@ -20,11 +20,17 @@ def make_checkpoint(root: Path) -> Path:
 def test_an_intact_checkpoint_verifies(tmp_path: Path) -> None:
     ckpt = make_checkpoint(tmp_path / "ckpt")
     assert (ckpt / MANIFEST).is_file()
-    assert verify_manifest(ckpt) is True
+    verify_manifest(ckpt)
 
 
-def test_a_checkpoint_without_manifest_is_not_checked(tmp_path: Path) -> None:
-    assert verify_manifest(tmp_path) is False
+def test_a_checkpoint_without_manifest_is_refused_unless_verify_is_off(tmp_path: Path, caplog) -> None:
+    """Deleting manifest.json does not switch the check off; only an explicit verify=False does, and it is logged."""
+    ckpt = make_checkpoint(tmp_path / "ckpt")
+    (ckpt / MANIFEST).unlink()
+    with pytest.raises(CheckpointError, match="no manifest.json.*--no-verify"):
+        verify_manifest(ckpt)
+    verify_manifest(ckpt, verify=False)
+    assert "integrity NOT checked" in caplog.text
 
 
 def test_a_flipped_byte_or_a_truncated_or_missing_file_is_named(tmp_path: Path) -> None:

@@ -126,12 +126,12 @@ def get_algorithm(name: str) -> AlgorithmEntry:
         raise ValueError(f"unknown algorithm {name!r}; known: {', '.join(ALGORITHMS)}") from None
 
 
-def load_policy(checkpoint: str | Path, algo: str | None = None) -> Any:
+def load_policy(checkpoint: str | Path, algo: str | None = None, *, verify: bool = True) -> Any:
     """The deployable policy of a checkpoint: ``algo``'s policy class, or (``algo`` None) that of the algorithm
-    whose RLModule the checkpoint holds."""
+    whose RLModule the checkpoint holds; ``verify=False`` skips the manifest check (logged)."""
     from rllib_caps.core.deployment import load_module
 
-    module = load_module(checkpoint)
+    module = load_module(checkpoint, verify=verify)
     for entry in ALGORITHMS.values():
         if entry.policy_path and algo in (None, entry.name):
             if isinstance(module, entry.config_class().get_default_rl_module_spec().module_class):

@@ -7,6 +7,8 @@ The RLlib evaluation connector (``rllib_caps.core.budget_connector``) and Ray-fr
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -36,6 +38,27 @@ def remaining_budget_threshold(
         return remaining
     discounted_sum = (1.0 - gamma**steps_left) / (1.0 - gamma)
     return remaining * discounted_sum / steps_left
+
+
+def check_budget_input(value: Any, name: str, num_envs: int | None = None) -> np.ndarray:
+    """A deployed policy's budget input as float64: the cost limit κ (``num_envs`` None: one number, +inf allowed)
+    or the previous step's cost (one finite number, or one per env: shape ``(num_envs,)``).
+
+    Raises ``TypeError`` for a non-number (a string, None, a bool) and ``ValueError`` for a wrong shape, NaN, a
+    negative value or an infinite cost; the message names ``name``.
+    """
+    array = np.asarray(value)
+    if array.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
+    array = array.astype(np.float64)
+    shapes = [()] if num_envs is None else [(), (num_envs,)]
+    if array.shape not in shapes:
+        raise ValueError(f"{name} has shape {array.shape}, expected {' or '.join(map(str, shapes))}")
+    if not (array >= 0).all():  # also NaN
+        raise ValueError(f"{name} must be >= 0 (not NaN), got {value!r}")
+    if num_envs is not None and not np.isfinite(array).all():
+        raise ValueError(f"{name} must be finite (info['cost'] of the previous step), got {value!r}")
+    return array if num_envs is None else np.broadcast_to(array, (num_envs,))
 
 
 class BudgetTracker:

@@ -29,13 +29,13 @@ def module_checkpoint_dir(path: str | Path) -> Path:
     raise FileNotFoundError(f"{path}: not an algorithm or RLModule checkpoint (no {nested.relative_to(path)} inside)")
 
 
-def load_module(path: str | Path) -> RLModule:
+def load_module(path: str | Path, *, verify: bool = True) -> RLModule:
     """The module of an ``Algorithm`` checkpoint directory (or of its RLModule subdirectory) on CPU, after
-    checking the files against the checkpoint's ``manifest.json`` when it has one."""
+    checking the files against the checkpoint's ``manifest.json`` (``verify=False``: not checked, with a warning)."""
     given = Path(resolve_local(path))
     module_dir = module_checkpoint_dir(given)
     # manifest.json sits at the root of the Algorithm checkpoint, four levels above the module directory.
-    verify_manifest(given if module_dir != given or len(given.parts) < 5 else given.parents[3])
+    verify_manifest(given if module_dir != given or len(given.parts) < 5 else given.parents[3], verify=verify)
     try:
         module = RLModule.from_checkpoint(module_dir)
     except Exception as err:  # unpickling a damaged file raises almost anything
@@ -53,10 +53,10 @@ class DeployedPolicy:
         self.module = module.eval()
 
     @classmethod
-    def from_checkpoint(cls, path: str | Path) -> Any:
+    def from_checkpoint(cls, path: str | Path, *, verify: bool = True) -> Any:
         """Loads the module from an ``Algorithm`` checkpoint directory (or its RLModule subdirectory), after
-        checking the files against the checkpoint's ``manifest.json`` when it has one."""
-        return cls(load_module(path))
+        checking the files against the checkpoint's ``manifest.json`` (``verify=False``: not checked, logged)."""
+        return cls(load_module(path, verify=verify))
 
     @property
     def task(self) -> str | None:

@@ -1,15 +1,20 @@
 """Checkpoint integrity: every checkpoint an offline safe algorithm saves gets ``manifest.json`` with the sha256 of
-each file, and loading verifies it, so a corrupt or truncated file is one clear error, not a pickle traceback."""
+each file, and loading verifies it, so a corrupt or truncated file is one clear error, not a pickle traceback. A
+checkpoint without a manifest is refused (deleting it must not switch the check off) unless the caller opts out with
+``verify=False`` (``--no-verify`` on the CLIs), which is logged."""
 
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 from rllib_caps.core.atomic import atomic_file
 from rllib_caps.data.validation import file_sha256
 
 MANIFEST = "manifest.json"
+
+logger = logging.getLogger("rllib_caps.integrity")
 
 
 class CheckpointError(ValueError):
@@ -24,12 +29,16 @@ def write_manifest(directory: Path) -> None:
         tmp.write_text(json.dumps({"sha256": manifest}, indent=1, sort_keys=True) + "\n")
 
 
-def verify_manifest(directory: Path) -> bool:
-    """Checks every file listed in ``directory/manifest.json``; False when there is no manifest (an older or
-    foreign checkpoint), True when all match. Raises ``CheckpointError`` naming a missing or changed file."""
+def verify_manifest(directory: Path, *, verify: bool = True) -> None:
+    """Checks every file listed in ``directory/manifest.json``; raises ``CheckpointError`` naming a missing or
+    changed file, or the checkpoint when it has no manifest. ``verify=False`` skips the check with a warning."""
     manifest_file = directory / MANIFEST
+    if not verify:
+        logger.warning("%s: checkpoint integrity NOT checked (verify=False, --no-verify)", directory)
+        return
     if not manifest_file.is_file():
-        return False
+        raise CheckpointError(f"{directory}: no {MANIFEST}, so its files cannot be checked (corrupt, modified or "
+                              "not saved by rllib_caps); pass --no-verify (verify=False) to load it anyway")
     try:
         recorded = json.loads(manifest_file.read_text())["sha256"]
     except (OSError, ValueError, KeyError) as err:
@@ -40,4 +49,3 @@ def verify_manifest(directory: Path) -> bool:
             raise CheckpointError(f"{path}: missing from the checkpoint (listed in {MANIFEST})")
         if file_sha256(path) != digest:
             raise CheckpointError(f"{path}: corrupt or modified (its sha256 differs from {MANIFEST})")
-    return True

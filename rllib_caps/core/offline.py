@@ -252,8 +252,9 @@ class OfflineSafeAlgorithm(Algorithm):
         return saved
 
     @override(Algorithm)
-    def restore_from_path(self, path: Any, *args: Any, **kwargs: Any) -> None:
-        """Checks the checkpoint's ``manifest.json`` (local paths), restores the learner group and pushes its
+    def restore_from_path(self, path: Any, *args: Any, verify: bool = True, **kwargs: Any) -> None:
+        """Checks the checkpoint's ``manifest.json`` (local paths; ``verify=False``, also through
+        ``from_checkpoint(path, verify=False)``, skips it with a warning), restores the learner group and pushes its
         weights to the evaluation EnvRunners.
 
         ``Algorithm.restore_from_path`` then syncs the training EnvRunners, which an offline algorithm
@@ -261,7 +262,7 @@ class OfflineSafeAlgorithm(Algorithm):
         """
         path = resolve_local(path)
         if "://" not in path and kwargs.get("component") is None:
-            verify_manifest(Path(path))
+            verify_manifest(Path(path), verify=verify)
         Checkpointable.restore_from_path(self, path, *args, **kwargs)
         if self.eval_env_runner_group is not None:
             self.eval_env_runner_group.sync_weights(from_worker_or_learner_group=self.learner_group,

@@ -27,6 +27,7 @@ COLUMNS: tuple[str, ...] = tuple(DTYPES)  # the order of the columns in the file
 VECTOR_COLUMNS = (OBS, ACTIONS, NEXT_OBS)  # fixed-size lists: (rows, dim)
 DATA_DIR = "data"
 METADATA_FILE = "metadata.json"
+CONVERSION_WARNINGS = "conversion_warnings"  # metadata.json key: the converter's warnings, repeated on every load
 
 
 def arrow_table(columns: Mapping[str, np.ndarray]) -> pa.Table:

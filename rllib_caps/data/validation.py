@@ -1,6 +1,9 @@
 """Checks a converted dataset before any expensive work: it exists, has Parquet files in the schema, fits the
 task's observation and action sizes, was made for that task, and its files match the checksums the converter
-recorded in ``metadata.json`` (a flipped byte is caught here, not trained on)."""
+recorded in ``metadata.json`` (a flipped byte is caught here, not trained on). A dataset without ``metadata.json``
+or without checksums is refused unless the caller opts out with ``verify=False`` (``--no-verify``), which is
+logged. The warnings the converter recorded (e.g. episodes longer than the task's: another task's file?) are
+repeated on every check, so training on such a dataset never goes unnoticed."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ import pyarrow.parquet as pq
 
 from rllib_caps.data.dataset import parquet_files
 from rllib_caps.data.errors import DatasetError
-from rllib_caps.data.schema import ACTIONS, COLUMNS, METADATA_FILE, NEXT_OBS, OBS
+from rllib_caps.data.schema import ACTIONS, COLUMNS, CONVERSION_WARNINGS, METADATA_FILE, NEXT_OBS, OBS
 
 logger = logging.getLogger("rllib_caps.data")
 
@@ -40,9 +43,9 @@ def _width(path: Path, schema: pa.Schema, name: str) -> int | None:
 
 
 def check_dataset(path: str | Path, *, task: str, obs_dim: int, act_dim: int,
-                  allow_task_mismatch: bool = False) -> Path:
+                  allow_task_mismatch: bool = False, verify: bool = True) -> Path:
     """Validates the dataset at ``path`` for ``task``; returns its Parquet directory. Raises ``DatasetError``
-    naming the file and what is wrong."""
+    naming the file and what is wrong. ``verify=False`` skips the checksums (and their absence), with a warning."""
     data_dir = parquet_files(path)
     files = sorted(data_dir.glob("*.parquet")) if data_dir.is_dir() else [data_dir]
     if not files:
@@ -62,8 +65,13 @@ def check_dataset(path: str | Path, *, task: str, obs_dim: int, act_dim: int,
             raise DatasetError(f"{files[0]}: column {column!r} has width {width}, but task {task} has {expected} "
                                "(is this another task's dataset?)")
     metadata_file = (data_dir.parent if data_dir.is_dir() else data_dir.parent.parent) / METADATA_FILE
+    if not verify:
+        logger.warning("%s: dataset integrity NOT checked (verify=False, --no-verify)", data_dir)
     if not metadata_file.is_file():
-        logger.warning("%s: no %s, so the task and the file checksums are not checked", data_dir, METADATA_FILE)
+        if verify:
+            raise DatasetError(f"{data_dir}: no {METADATA_FILE}, so its task and file checksums cannot be checked; "
+                               "re-convert it with `python -m data_conversion.dsrl_to_parquet`, or pass --no-verify "
+                               "(verify=False) to use it anyway")
         return data_dir
     try:
         metadata = json.loads(metadata_file.read_text())
@@ -73,10 +81,20 @@ def check_dataset(path: str | Path, *, task: str, obs_dim: int, act_dim: int,
     if recorded is not None and recorded != task and not allow_task_mismatch:
         raise DatasetError(f"{metadata_file}: this dataset is for task {recorded!r}, not {task!r}; pass "
                            "--allow-task-mismatch to train on it anyway")
-    checksums = metadata.get("files")
-    if checksums is None:
-        logger.warning("%s: no file checksums recorded; re-convert the dataset to add them", metadata_file)
-        return data_dir
+    for warning in metadata.get(CONVERSION_WARNINGS, []):
+        logger.warning("%s: converted with a warning: %s", metadata_file, warning)
+    if verify:
+        _verify_checksums(data_dir, files, metadata_file, metadata.get("files"))
+    return data_dir
+
+
+def _verify_checksums(data_dir: Path, files: list[Path], metadata_file: Path,
+                      checksums: dict[str, str] | None) -> None:
+    """Every Parquet file listed in ``checksums`` with its sha256, and no other; a ``DatasetError`` otherwise."""
+    if not checksums:
+        raise DatasetError(f"{metadata_file}: no file checksums (sha256 per Parquet file), so the data cannot be "
+                           "checked; re-convert the dataset to add them, or pass --no-verify (verify=False) to use "
+                           "it anyway")
     names = {f.name for f in files}
     if data_dir.is_dir() and names != set(checksums) or not names <= set(checksums):
         raise DatasetError(f"{data_dir}: Parquet files {sorted(names)} differ from those in {metadata_file} "
@@ -89,4 +107,3 @@ def check_dataset(path: str | Path, *, task: str, obs_dim: int, act_dim: int,
         if digest != checksums[f.name]:
             raise DatasetError(f"{f}: its sha256 differs from {metadata_file} (corrupt or modified); re-convert "
                                "the dataset")
-    return data_dir

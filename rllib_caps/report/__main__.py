@@ -26,6 +26,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                        f"{{{a},{b}}}" for a, b in COST_LIMITS) + " (Ray-free, no retraining)")
     p.add_argument("--episodes", type=int, default=20, help="episodes per cost limit (default 20)")
     p.add_argument("--jobs", type=int, default=1, help="evaluation processes for --cost-limits (default 1)")
+    p.add_argument("--no-verify", dest="verify", action="store_false",
+                   help="--cost-limits: load checkpoints without manifest.json without checking their files (logged)")
     return p.parse_args(argv)
 
 
@@ -37,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         report = write_report(args.experiment_dir, out=args.out, force=args.force, cost_limits=args.cost_limits,
-                              episodes=args.episodes, jobs=args.jobs)
+                              episodes=args.episodes, jobs=args.jobs, verify=args.verify)
     except ReportError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

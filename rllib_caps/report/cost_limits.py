@@ -28,23 +28,25 @@ def limit_for(suite: str, limits: tuple[int, int]) -> float:
     return float(limits[0] if suite in ("bullet", "metadrive") else limits[1])
 
 
-def _evaluate_checkpoint(job: tuple[str, str, str, list[float], int]) -> dict[str, Any]:
+def _evaluate_checkpoint(job: tuple[str, str, str, list[float], int, bool]) -> dict[str, Any]:
     from rllib_caps.core.rollout import episode_seed, evaluate_policy
 
-    algo, checkpoint, task, thresholds, episodes = job
-    policy = get_algorithm(algo).policy_class.from_checkpoint(checkpoint)
+    algo, checkpoint, task, thresholds, episodes, verify = job
+    policy = get_algorithm(algo).policy_class.from_checkpoint(checkpoint, verify=verify)
     return evaluate_policy(policy, get_task(task), thresholds, episodes, seed=episode_seed(policy), progress=False)
 
 
 def evaluate_cost_limits(records: Sequence[TrialRecord], episodes: int, jobs: int = 1,
-                         limits: Sequence[tuple[int, int]] = COST_LIMITS) -> dict[str, dict[str, Any]]:
+                         limits: Sequence[tuple[int, int]] = COST_LIMITS, *,
+                         verify: bool = True) -> dict[str, dict[str, Any]]:
     """Evaluates the last checkpoint of every trial whose algorithm takes κ at deployment (CAPS, CDT) at its suite's
-    limits with the algorithm's deployable policy (no retraining): trial dir -> results."""
+    limits with the algorithm's deployable policy (no retraining): trial dir -> results. ``verify=False`` skips the
+    checkpoints' manifest check (logged)."""
     records = [r for r in records if get_algorithm(r.algo).threshold_at_deployment]  # one policy for every κ
     missing = [str(r.trial_dir) for r in records if r.checkpoint is None]
     if missing:
         raise ReportError(f"--cost-limits: no checkpoint in {', '.join(missing)}")
-    work = [(r.algo, str(r.checkpoint), r.task, sorted({limit_for(r.suite, lim) for lim in limits}), episodes)
+    work = [(r.algo, str(r.checkpoint), r.task, sorted({limit_for(r.suite, lim) for lim in limits}), episodes, verify)
             for r in records]
     logger.info("evaluating %d checkpoints at the cost limits, %d episodes per limit", len(work), episodes)
     if jobs > 1:

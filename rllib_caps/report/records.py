@@ -10,6 +10,7 @@ results, every variant on the same episodes) and becomes one record per critic v
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,8 @@ from typing import Any
 from rllib_caps.algorithms.registry import AXIS_DEFAULTS, get_algorithm
 from rllib_caps.core.keys import LEGACY_RESULTS_KEY, RESULTS_KEY
 from rllib_caps.envs import get_task
+
+logger = logging.getLogger("rllib_caps.report")
 
 REPORT_DIR = "report"
 TRIAL_INDEX = "__trial_index__"  # ray.tune.search.repeater.TRIAL_INDEX: the repeat (seed) index under Repeater
@@ -73,30 +76,40 @@ class TrialRecord:
         return get_algorithm(self.algo).display_name
 
 
-def last_evaluation(result_file: Path) -> dict[str, Any] | None:
-    """The ``evaluation/dsrl`` of the last result line that has one (None for an unfinished trial)."""
-    if not result_file.is_file():
-        return None
+def read_json(path: Path, *, lines: bool = False) -> Any:
+    """The JSON of a trial file: one document (``params.json``), or with ``lines`` one object per non-empty line
+    (``result.json``; a missing file has none). Raises ``ReportError`` naming the file (and line) when unreadable."""
+    if lines and not path.is_file():
+        return []
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        raise ReportError(f"{path}: unreadable ({err})") from err
+    parsed = []
+    for number, document in enumerate(text.splitlines() if lines else [text], 1):
+        try:
+            parsed += [json.loads(document)] if document.strip() or not lines else []
+        except json.JSONDecodeError as err:
+            raise ReportError(f"{path}: {f'line {number} is ' if lines else ''}not valid JSON ({err.msg})") from err
+    return parsed if lines else parsed[0]
+
+
+def last_evaluation(results: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The ``evaluation/dsrl`` of the last result that has one (None for an unfinished trial)."""
     evaluation = None
-    for line in result_file.read_text().splitlines():
-        if line.strip():
-            results = json.loads(line).get("evaluation", {})
-            found = results.get(RESULTS_KEY) or results.get(LEGACY_RESULTS_KEY)
-            evaluation = found or evaluation
+    for result in results:
+        found = result.get("evaluation", {}).get(RESULTS_KEY) or result.get("evaluation", {}).get(LEGACY_RESULTS_KEY)
+        evaluation = found or evaluation
     return evaluation
 
 
-def last_critic_evaluations(result_file: Path) -> dict[str, dict[str, Any]] | None:
-    """Critic variant -> results from the last result line with ``critic_evaluations``, else ``{"offline": the
-    last evaluation}``; None for an unfinished trial."""
-    found = None
-    if result_file.is_file():
-        for line in result_file.read_text().splitlines():
-            if line.strip() and CRITIC_RESULTS in (result := json.loads(line)):
-                found = result[CRITIC_RESULTS]
+def last_critic_evaluations(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]] | None:
+    """Critic variant -> results from the last result with ``critic_evaluations``, else ``{"offline": the last
+    evaluation}``; None for an unfinished trial."""
+    found = next((r[CRITIC_RESULTS] for r in reversed(results) if r.get(CRITIC_RESULTS)), None)
     if found:
         return found
-    evaluation = last_evaluation(result_file)
+    evaluation = last_evaluation(results)
     return None if evaluation is None else {AXIS_DEFAULTS["critic"]: evaluation}
 
 
@@ -112,15 +125,21 @@ def trial_dirs(experiment_dir: Path) -> list[Path]:
 
 
 def load_trials(experiment_dir: str | Path) -> tuple[list[TrialRecord], list[Path]]:
-    """The finished trials, and the trial directories without an evaluation (unfinished or failed).
+    """The finished trials, and the trial directories without an evaluation (unfinished, failed, or with an
+    unreadable ``params.json`` or ``result.json``: skipped with a warning naming the file).
 
     A directory left unfinished by a trial that a resumed sweep then ran again in a new directory (Tune's
     ``<name>_<4 hex>`` when the old name exists: the trial had started, but the driver died before its experiment
     state recorded that) is no unfinished trial: with a finished directory of the same trial config, it is skipped.
     """
-    records, unfinished = [], []
-    loaded = [(trial_dir, json.loads((trial_dir / "params.json").read_text()),
-               last_critic_evaluations(trial_dir / "result.json")) for trial_dir in trial_dirs(Path(experiment_dir))]
+    records, unfinished, loaded = [], [], []
+    for trial_dir in trial_dirs(Path(experiment_dir)):
+        try:
+            loaded.append((trial_dir, read_json(trial_dir / "params.json"),
+                           last_critic_evaluations(read_json(trial_dir / "result.json", lines=True))))
+        except ReportError as err:
+            logger.warning("%s; trial %s skipped (left out of the report)", err, trial_dir.name)
+            unfinished.append(trial_dir)
     finished_configs = [config for _, config, evaluations in loaded if evaluations is not None]
     for trial_dir, config, evaluations in loaded:
         params = trial_params(config)

@@ -24,7 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rllib_caps.core.atomic import OutputExistsError, atomic_directory
+from rllib_caps.core.atomic import OutputExistsError, OutputNotWritableError, atomic_directory
+from rllib_caps.core.checks import check_writable
 from rllib_caps.envs.metadrive import FIDELITY_NOTE
 from rllib_caps.report.ablations import AblationTable, ablation_tables
 from rllib_caps.report.ablations import format_csv as ablations_csv
@@ -57,7 +58,8 @@ def build_markdown(table: MainTable, unfinished: Sequence[Path], cost_limits: Co
     if any(r.suite == "metadrive" for r in table.rows):
         parts += ["", f"Caveat: {FIDELITY_NOTE}"]
     if unfinished:
-        parts += ["", f"{len(unfinished)} trial(s) have no evaluation yet (unfinished or failed) and are left out: "
+        parts += ["", f"{len(unfinished)} trial(s) have no evaluation (unfinished, failed, or an unreadable "
+                  "params.json or result.json, named in the log) and are left out: "
                   + ", ".join(p.name for p in unfinished)]
     if cost_limits is not None:
         parts += ["", "## Cost-limit ablation: safe tasks", "", format_cost_limits(cost_limits, "md")]
@@ -65,9 +67,10 @@ def build_markdown(table: MainTable, unfinished: Sequence[Path], cost_limits: Co
 
 
 def write_report(experiment_dir: str | Path, *, out: str | Path | None = None, force: bool = False,
-                 cost_limits: bool = False, episodes: int = 20, jobs: int = 1) -> Report:
+                 cost_limits: bool = False, episodes: int = 20, jobs: int = 1, verify: bool = True) -> Report:
     """Writes the tables and plots into ``out`` (default EXPERIMENT_DIR/report, which is always rewritten)
-    atomically; an existing ``out`` elsewhere is replaced only with ``force``."""
+    atomically; an existing ``out`` elsewhere is replaced only with ``force``, and one that cannot be written is
+    refused before any work. ``verify=False`` loads the cost-limit checkpoints without their manifest check."""
     from rllib_caps.report.plots import plot_head_usage, plot_kappa, plot_reward_cost
 
     experiment_dir = Path(experiment_dir).resolve()
@@ -80,11 +83,15 @@ def write_report(experiment_dir: str | Path, *, out: str | Path | None = None, f
     force = force or out is None  # the default report directory belongs to the report: it is rewritten
     if out_dir.exists() and not force:
         raise ReportError(f"{out_dir}: already exists (use --force to overwrite)")
+    try:
+        check_writable(out_dir, "--out")
+    except OutputNotWritableError as err:
+        raise ReportError(str(err)) from err
     table = MainTable(summarize(records))
     limits_table = evaluations = None
     deployed = [r for r in records if r.critic == "offline"]  # one record per checkpoint
     if cost_limits:
-        evaluations = evaluate_cost_limits(deployed, episodes, jobs)
+        evaluations = evaluate_cost_limits(deployed, episodes, jobs, verify=verify)
         limits_table = cost_limit_table(deployed, evaluations)
     ablations = ablation_tables(records)
     markdown = build_markdown(table, unfinished, limits_table, ablations)

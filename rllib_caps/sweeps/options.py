@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -10,12 +11,33 @@ from typing import Any
 import yaml
 
 from rllib_caps.algorithms.registry import ALGORITHMS, get_algorithm
+from rllib_caps.core.checks import check_number, check_seed, number_type
 from rllib_caps.core.keys import CRITICS
 from rllib_caps.envs import TaskSpec, select_tasks
 
 
 class SweepError(ValueError):
     """A sweep that cannot start; the message names the flag, file or path to fix."""
+
+
+ACTORS = ("shared", "separate")
+COMMAND_LINE = "the command line"
+COMMAND_LINE_ONLY = {"resume", "address", "dashboard", "dry_run", "verify"}  # not YAML keys
+# Numeric options and training settings: the bounds of core.checks.check_number. None fields are unset.
+NUMBERS: dict[str, dict[str, Any]] = {
+    "fqe_steps": {"integer": True, "minimum": 1}, "steps": {"integer": True, "minimum": 1},
+    "eval_episodes": {"integer": True, "minimum": 0}, "eval_runners": {"integer": True, "minimum": 0},
+    "num_gpus": {"minimum": 0}, "gpus_per_trial": {"minimum": 0}, "cpus_per_trial": {"positive": True},
+    "max_concurrent": {"integer": True, "minimum": 1}, "max_failures": {"integer": True, "minimum": -1},
+    "checkpoint_every": {"integer": True, "minimum": 1}, "num_samples": {"integer": True, "minimum": 1},
+}
+TRAINING_NUMBERS = {f"training.{key}": NUMBERS.get(key, {"integer": True, "minimum": 1})
+                    for key in ("steps", "eval_episodes", "eval_runners", "batch_size", "updates_per_iteration")}
+
+
+def option_type(key: str) -> Callable[[str], int | float]:
+    """The argparse ``type`` of a numeric option's flag: the same bounds as its YAML key."""
+    return number_type(**NUMBERS[key])
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -51,6 +73,7 @@ class SweepOptions:
     address: str | None = None
     dashboard: bool = False
     resume: bool = False
+    verify: bool = True  # False (--no-verify, command line only): datasets without checksums are used, logged
     dry_run: bool = False  # print the planned grid and its trial count, run nothing
     cost_limits: bool | None = None  # the report's cost-limit table; None: when an algorithm takes κ at deployment
     prepare: str | None = None  # fetch and convert missing datasets first: hf, a directory or a URL prefix
@@ -97,7 +120,7 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
         raise SweepError(f"--config {path}: not valid YAML: {err}") from err
     if not isinstance(data, dict):
         raise SweepError(f"--config {path}: expected a mapping of options, got {type(data).__name__}")
-    known = {f.name for f in fields(SweepOptions)} - {"resume", "address", "dashboard", "dry_run"}
+    known = {f.name for f in fields(SweepOptions)} - COMMAND_LINE_ONLY
     unknown = sorted(set(data) - known)
     if unknown:
         raise SweepError(f"--config {path}: unknown keys {unknown}; valid keys: {sorted(known)}")
@@ -109,62 +132,73 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
 
 
 def resolve_options(args: argparse.Namespace) -> SweepOptions:
-    """Flags given on the command line win over the ``--config`` file, which wins over the defaults."""
+    """Flags given on the command line win over the ``--config`` file, which wins over the defaults. Each source
+    is checked on its own, so an error names the flag (``--seeds``) or the file and key (``sweep.yaml: seeds``)."""
     file_options = load_config_file(args.config) if args.config else {}
+    if args.config:
+        check_options(SweepOptions(**file_options), f"--config {args.config}")
     if args.name is None and args.config and "name" not in file_options:
         file_options["name"] = Path(args.config).stem
     given = {k: v for k, v in vars(args).items() if k != "config" and v is not None}
-    options = SweepOptions(**{**file_options, **given})
-    check_options(options, args.config or "the command line")
-    return options
+    check_options(SweepOptions(**given), COMMAND_LINE)
+    return SweepOptions(**{**file_options, **given})
 
 
-ACTORS = ("shared", "separate")
+def _where(source: str, key: str) -> str:
+    """How an error names an option: its flag on the command line, else the file and the YAML key."""
+    return f"--{key.replace('_', '-')}" if source == COMMAND_LINE else f"{source}: {key}"
 
 
-def _is_int_list(value: Any) -> bool:
-    return isinstance(value, list) and bool(value) and all(isinstance(v, int) and not isinstance(v, bool)
+def _is_list(value: Any, kind: type) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(v, kind) and not isinstance(v, bool)
                                                            for v in value)
 
 
 def check_options(options: SweepOptions, source: str) -> None:
-    """Types and values that would otherwise fail inside a trial, or silently repeat work."""
-    for flag, value in (("--storage", options.storage), ("--data-root", options.data_root)):
+    """Types and values that would otherwise fail inside a trial, or silently repeat work. ``source`` is
+    ``COMMAND_LINE`` or the file the options came from; each error names the flag, or the file and key."""
+    for key in ("storage", "data_root"):
+        value = getattr(options, key)
         if "://" in str(value):
-            raise SweepError(f"{source}: {flag} {value}: a URI is not supported; the sweep reads results and "
+            raise SweepError(f"{_where(source, key)} {value}: a URI is not supported; the sweep reads results and "
                              "datasets as local files, so mount the bucket on every node (e.g. s3fs, gcsfuse) and "
                              "pass the mount path (docs/sweeps.md, Several machines)")
-    for name in ("seeds", "heads"):
-        values = getattr(options, name)
-        if not _is_int_list(values):
-            raise SweepError(f"{source}: {name} must be a non-empty list of integers, got {values!r}")
+    for key in ("training", "overrides"):
+        if not isinstance(getattr(options, key), dict):
+            raise SweepError(f"{_where(source, key)} must be a mapping, got {getattr(options, key)!r}")
+    for key, bounds in {**NUMBERS, **TRAINING_NUMBERS}.items():
+        scope, _, name = key.rpartition(".")
+        value = (options.training if scope else vars(options)).get(name)
+        try:
+            if value is not None:
+                check_number(value, **bounds)
+        except ValueError as err:
+            raise SweepError(f"{_where(source, key)} {err}") from None
+    for key, kind in (("seeds", int), ("heads", int), ("algos", str), ("backbones", str), ("actors", str),
+                      ("critics", str)):
+        values = getattr(options, key)
+        if not _is_list(values, kind):
+            raise SweepError(f"{_where(source, key)} must be a non-empty list of "
+                             f"{'integers' if kind is int else 'names'}, got {values!r}")
         if len(set(values)) != len(values):
-            raise SweepError(f"{source}: {name} {values} repeats a value; each must appear once")
-    if not (isinstance(options.algos, list) and options.algos and all(isinstance(a, str) for a in options.algos)):
-        raise SweepError(f"{source}: algos must be a non-empty list of algorithm names, got {options.algos!r}")
-    if len(set(options.algos)) != len(options.algos):
-        raise SweepError(f"{source}: algos {options.algos} repeats a value; each must appear once")
+            raise SweepError(f"{_where(source, key)} {values} repeats a value; each must appear once")
+    for seed in options.seeds:
+        try:
+            check_seed(seed)
+        except ValueError as err:
+            raise SweepError(f"{_where(source, 'seeds')}: each seed {err}") from None
     for algo in options.algos:
         if algo not in ALGORITHMS:
-            raise SweepError(f"{source}: algos: unknown algorithm {algo!r}; known: {', '.join(ALGORITHMS)}")
-    for name, allowed in (("backbones", None), ("actors", ACTORS), ("critics", CRITICS)):
-        values = getattr(options, name)
-        if not (isinstance(values, list) and values and all(isinstance(v, str) for v in values)):
-            raise SweepError(f"{source}: {name} must be a non-empty list of names, got {values!r}")
-        if len(set(values)) != len(values):
-            raise SweepError(f"{source}: {name} {values} repeats a value; each must appear once")
-        wrong = [v for v in values if allowed is not None and v not in allowed]
+            raise SweepError(f"{_where(source, 'algos')}: unknown algorithm {algo!r}; known: {', '.join(ALGORITHMS)}")
+    for key, allowed in (("actors", ACTORS), ("critics", CRITICS)):
+        wrong = [v for v in getattr(options, key) if v not in allowed]
         if wrong:
-            raise SweepError(f"{source}: {name} {wrong} unknown; choose from {', '.join(allowed)}")
-    if options.fqe_steps is not None and options.fqe_steps < 1:
-        raise SweepError(f"{source}: fqe_steps must be >= 1, got {options.fqe_steps}")
+            raise SweepError(f"{_where(source, key)} {wrong} unknown; choose from {', '.join(allowed)}")
     hidden = options.training.get("hidden")
-    if hidden is not None and not _is_int_list(hidden):
-        raise SweepError(f"{source}: training.hidden must be a list of integers, got {hidden!r}")
-    if not isinstance(options.overrides, dict):
-        raise SweepError(f"{source}: overrides must be a mapping of suite or task names, got {options.overrides!r}")
+    if hidden is not None and not _is_list(hidden, int):
+        raise SweepError(f"{_where(source, 'training.hidden')} must be a list of integers, got {hidden!r}")
     for scope in options.overrides:
         try:
             select_tasks(str(scope))
         except ValueError as err:
-            raise SweepError(f"{source}: overrides.{scope}: not a task or suite ({err})") from err
+            raise SweepError(f"{_where(source, 'overrides')}.{scope}: not a task or suite ({err})") from err

@@ -45,7 +45,7 @@ def check_trials(options: SweepOptions, tasks: Sequence[TaskSpec], setup: Mappin
     for task in tasks:
         try:
             check_dataset(dataset_dir(options.data_root, task), task=task.name, obs_dim=task.obs_dim,
-                          act_dim=task.act_dim)
+                          act_dim=task.act_dim, verify=options.verify)
         except DatasetError as err:
             raise SweepError(f"--data-root {options.data_root}: {err}") from err
     for scope, settings in [("training", setup["training"]), *setup["overrides"].items()]:

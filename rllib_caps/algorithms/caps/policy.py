@@ -35,7 +35,7 @@ import numpy as np
 import torch
 from ray.rllib.core.rl_module.rl_module import RLModule
 
-from rllib_caps.core.budget import BudgetTracker
+from rllib_caps.core.budget import BudgetTracker, check_budget_input
 from rllib_caps.core.deployment import DeployedPolicy
 
 
@@ -59,11 +59,10 @@ class CAPSPolicy(DeployedPolicy):
         """
         if fixed_head is not None and not 0 <= fixed_head < self.num_heads:
             raise ValueError(f"fixed_head must be in [0, {self.num_heads - 1}], got {fixed_head}")
-        if not threshold >= 0:  # also rejects NaN
-            raise ValueError(f"threshold (the cost limit κ) must be >= 0, got {threshold}")
+        threshold = float(check_budget_input(threshold, "threshold (the cost limit κ)"))
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        self.threshold = float(threshold)
+        self.threshold = threshold
         self.fixed_head = fixed_head
         self.budget = BudgetTracker(batch_size)
         self._acted = np.zeros(batch_size, dtype=bool)  # an action whose cost has not been recorded yet
@@ -94,10 +93,7 @@ class CAPSPolicy(DeployedPolicy):
         """
         budget = self._require_budget()
         obs_batch = self.observation_batch(obs, len(budget))
-        cost = np.asarray(cost, dtype=np.float64)
-        if cost.shape not in ((), (len(budget),)):
-            raise ValueError(f"cost has shape {cost.shape}, expected () or ({len(budget)},)")
-        budget.record(cost, mask=self._acted)
+        budget.record(check_budget_input(cost, "cost", len(budget)), mask=self._acted)
         obs_tensor, step = torch.from_numpy(obs_batch), torch.from_numpy(budget.step.astype(np.float64))
         if self.fixed_head is None:
             actions, heads = self.module.switching_actions(

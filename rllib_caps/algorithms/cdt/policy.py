@@ -21,6 +21,7 @@ import torch
 from ray.rllib.core.rl_module.rl_module import RLModule
 
 from rllib_caps.algorithms.cdt.context import ContextWindow
+from rllib_caps.core.budget import check_budget_input
 from rllib_caps.core.deployment import DeployedPolicy
 from rllib_caps.core.manifest import CheckpointError
 
@@ -41,8 +42,7 @@ class CDTPolicy(DeployedPolicy):
         """Starts new episode(s) with cost target κ = ``threshold`` (undiscounted, the env's cost units)."""
         if fixed_head not in (None, 0):
             raise ValueError(f"CDT has one policy: fixed_head must be None or 0, got {fixed_head}")
-        if not threshold >= 0:  # also rejects NaN
-            raise ValueError(f"threshold (the cost limit κ) must be >= 0, got {threshold}")
+        threshold = float(check_budget_input(threshold, "threshold (the cost limit κ)"))
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.module.set_cost_threshold(threshold)
@@ -59,7 +59,7 @@ class CDTPolicy(DeployedPolicy):
         if self.contexts is None:
             raise RuntimeError("call reset(threshold) before act(): the policy needs the cost limit κ")
         obs_batch = self.observation_batch(obs, len(self.contexts))
-        costs = np.broadcast_to(np.asarray(cost, np.float64), (len(self.contexts),))
+        costs = check_budget_input(cost, "cost", len(self.contexts))
         rewards = np.broadcast_to(np.asarray(reward, np.float64), (len(self.contexts),))
         for i, context in enumerate(self.contexts):
             if context.started:

@@ -1,0 +1,180 @@
+"""Reliability without Ray: bad deployment inputs are refused with one clear error, integrity checks cannot be
+switched off by deleting a file, and bad flags, YAML values and output locations fail before any work, naming the
+flag, key or file."""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_caps_module import OBS, make_module
+
+from data_conversion.dsrl_to_parquet import main as convert_main
+from rllib_caps.algorithms.caps.policy import CAPSPolicy
+from rllib_caps.algorithms.cdt.policy import CDTPolicy
+from rllib_caps.algorithms.registry import build_config
+from rllib_caps.core.atomic import OutputNotWritableError
+from rllib_caps.core.checks import check_number, check_seed, check_writable
+from rllib_caps.evaluate import main as evaluate_main
+from rllib_caps.report import write_report
+from rllib_caps.report.__main__ import main as report_main
+from rllib_caps.report.records import load_trials
+from rllib_caps.sweeps.options import SweepError, resolve_options
+from rllib_caps.train import main as train_main
+from rllib_caps.tune import main as tune_main
+from rllib_caps.tune import parse_args as parse_tune_args
+
+ROOT = Path(__file__).resolve().parents[1]
+BUNDLED = ROOT / "datasets" / "BallCircle"
+REPORT_FIXTURE = ROOT / "tests" / "fixtures" / "report_results" / "experiment"
+
+
+# ------------------------------------------------------------------------------------------------ deployment
+
+def make_caps() -> CAPSPolicy:
+    return CAPSPolicy(make_module(num_heads=3))
+
+
+def make_cdt() -> CDTPolicy:
+    config = build_config("cdt", "BallCircle", str(BUNDLED), eval_episodes=0, seed=1, embedding_dim=16, num_layers=1,
+                          attention_heads=1, seq_len=4)
+    config.validate()  # sets the task's spaces
+    return CDTPolicy(config.get_rl_module_spec().build())
+
+
+POLICIES = {"caps": (make_caps, OBS), "cdt": (make_cdt, 8)}
+BAD_THRESHOLDS = [("20", TypeError, "must be a number"), (None, TypeError, "must be a number"),
+                  (True, TypeError, "must be a number"),
+                  (-1.0, ValueError, "must be >= 0"), (math.nan, ValueError, "must be >= 0")]
+BAD_COSTS = [(-0.5, ValueError, "must be >= 0"), (math.nan, ValueError, "must be >= 0"),
+             (math.inf, ValueError, "must be finite"),
+             ("1", TypeError, "must be a number"), ([0.0, -1.0], ValueError, "must be >= 0"),
+             ([0.0, "a"], TypeError, "must be a number"), (np.zeros(3), ValueError, "has shape")]
+
+
+@pytest.mark.parametrize("algo", POLICIES)
+def test_bad_thresholds_are_refused_naming_the_argument(algo: str) -> None:
+    policy = POLICIES[algo][0]()
+    for threshold, error, message in BAD_THRESHOLDS:
+        with pytest.raises(error, match=f"threshold \\(the cost limit κ\\) {message}"):
+            policy.reset(threshold)
+    policy.reset(np.float32(20))  # numpy numbers are numbers
+    policy.reset(math.inf)  # no limit
+
+
+@pytest.mark.parametrize("algo", POLICIES)
+def test_bad_costs_are_refused_single_and_batched(algo: str) -> None:
+    make, obs_dim = POLICIES[algo]
+    policy = make()
+    policy.reset(20.0)
+    policy.act(np.zeros(obs_dim, np.float32))
+    for cost, error, message in BAD_COSTS[:4]:
+        with pytest.raises(error, match=f"cost {message}"):
+            policy.act(np.zeros(obs_dim, np.float32), cost)
+    policy.reset(20.0, batch_size=2)
+    for cost, error, message in BAD_COSTS:
+        with pytest.raises(error, match=f"cost {message}"):
+            policy.act(np.zeros((2, obs_dim), np.float32), cost)
+
+
+@pytest.mark.parametrize("algo", POLICIES)
+def test_batched_use_equals_single_env_use(algo: str) -> None:
+    """Two envs acted on together give the actions two one-env policies give, with valid costs of every form."""
+    make, obs_dim = POLICIES[algo]
+    batched = make()
+    singles = [type(batched)(batched.module) for _ in range(2)]
+    rng = np.random.default_rng(0)
+    batched.reset(5, batch_size=2)
+    for single in singles:
+        single.reset(5)
+    cost = np.zeros(2)
+    for _ in range(6):
+        obs = rng.normal(size=(2, obs_dim)).astype(np.float32)
+        actions = batched.act(obs, cost)
+        for i, single in enumerate(singles):
+            np.testing.assert_allclose(single.act(obs[i], cost[i]), actions[i], rtol=1e-5, atol=1e-5)
+        cost = rng.integers(0, 2, size=2)  # integer costs, as some envs report
+
+
+# ------------------------------------------------------------------------------------------------ checks before work
+
+def test_one_seed_range_and_number_check_everywhere() -> None:
+    assert check_seed(0) == 0 and check_seed(2**32 - 1) == 2**32 - 1 and check_seed(np.int64(7)) == 7
+    for bad in (-1, 2**32, 1.5, "3", True):
+        with pytest.raises(ValueError, match=r"must be an integer >= 0 and < 4294967296"):
+            check_seed(bad)
+    assert check_number(0.5, minimum=0) == 0.5
+    for bad in (-2, math.nan, "two hundred", None):
+        with pytest.raises(ValueError, match="must be a number >= 0"):
+            check_number(bad, minimum=0)
+
+
+@pytest.mark.parametrize(("main", "argv", "message"), [
+    (tune_main, ["--num-gpus", "-2"], "argument --num-gpus: must be a number >= 0, got -2.0"),
+    (tune_main, ["--seeds", "0", "-1"], "argument --seeds: must be an integer >= 0"),
+    (tune_main, ["--steps", "two"], "argument --steps: must be an integer >= 1, got 'two'"),
+    (train_main, ["--task", "BallCircle", "--data", "d", "--out", "o", "--seed", str(2**32)], "argument --seed"),
+    (train_main, ["--task", "BallCircle", "--data", "d", "--out", "o", "--num-gpus", "-1"], "argument --num-gpus"),
+    (evaluate_main, ["--checkpoint", "c", "--seed", "-5"], "argument --seed: must be an integer >= 0"),
+])
+def test_bad_flags_are_refused_by_argparse_naming_the_flag(main, argv: list[str], message: str, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err.splitlines()[-1]
+
+
+def test_sweep_errors_name_the_flag_or_the_file_and_key(tmp_path: Path) -> None:
+    config = tmp_path / "sweep.yaml"
+    config.write_text("seeds: [1, 2]\n")
+    with pytest.raises(SweepError, match=r"^--seeds \[0, 0\] repeats a value") as err:
+        resolve_options(parse_tune_args(["--config", str(config), "--seeds", "0", "0"]))
+    assert str(config) not in str(err.value)
+    for text, message in (('steps: "two hundred"', "steps must be an integer >= 1, got 'two hundred'"),
+                          ("training: {steps: two hundred}", "training.steps must be an integer >= 1"),
+                          ("num_gpus: -2", "num_gpus must be a number >= 0, got -2"),
+                          ("seeds: [0, -1]", "seeds: each seed must be an integer >= 0"),
+                          ("training: [1]", "training must be a mapping")):
+        config.write_text(text + "\n")
+        with pytest.raises(SweepError, match=re.escape(f"--config {config}: {message}")):
+            resolve_options(parse_tune_args(["--config", str(config)]))
+
+
+def test_unwritable_outputs_are_refused_before_any_work(tmp_path: Path, capsys) -> None:
+    """A regular file in the way (read-only even for root): evaluate refuses --out before loading the checkpoint,
+    report --out before reading trials' checkpoints, tune --storage before Ray starts; one line each, exit 2."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(OutputNotWritableError, match=f"--out {blocker / 'x' / 'y'}: cannot write there"):
+        check_writable(blocker / "x" / "y", "--out")
+    check_writable(tmp_path / "new" / "dir", "--out")
+    assert not (tmp_path / "new").exists()
+    cases = [(evaluate_main, ["--checkpoint", str(tmp_path / "none"), "--out", str(blocker / "r.json")], "--out"),
+             (report_main, [str(REPORT_FIXTURE), "--out", str(blocker / "report")], "--out"),
+             (tune_main, ["--storage", str(blocker / "results"), "--name", "x"], "--storage")]
+    for main, argv, flag in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"error: {flag} ") and "cannot write there" in err and len(err.splitlines()) == 1
+
+
+def test_a_corrupt_result_json_is_named_skipped_and_reported(tmp_path: Path, caplog) -> None:
+    experiment = tmp_path / "experiment"
+    shutil.copytree(REPORT_FIXTURE, experiment)
+    records_before, unfinished_before = load_trials(experiment)
+    broken = records_before[0].trial_dir / "result.json"
+    broken.write_text(broken.read_text()[:-20])
+    records, unfinished = load_trials(experiment)
+    assert len(records) < len(records_before) and unfinished == sorted([*unfinished_before, broken.parent])
+    assert f"{broken}: line" in caplog.text and "not valid JSON" in caplog.text and "skipped" in caplog.text
+    report = write_report(experiment)
+    assert broken.parent.name in report.markdown and "unreadable" in report.markdown
+
+
+def test_an_h5_path_naming_a_directory_says_so(tmp_path: Path, capsys) -> None:
+    assert convert_main(["--task", "BallCircle", "--h5", str(tmp_path), "--out", str(tmp_path / "out")]) == 2
+    assert f"{tmp_path}: is a directory, not an HDF5 file" in capsys.readouterr().err
