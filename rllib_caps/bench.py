@@ -245,6 +245,98 @@ def print_populations(rows: list[dict[str, Any]]) -> None:
               f"| {r['separate_memory_mib']:.0f} |")
 
 
+PAPER_SEEDS = 3  # seeds 0, 10, 20 per task and algorithm
+PAPER_EVAL_EPISODES = 20  # per threshold
+METADRIVE_STEP_FACTOR = {"caps": 2}  # tune_configs/paper.yaml: CAPS trains 200k steps on MetaDrive
+
+
+def measure_algorithm(name: str, args: argparse.Namespace, data: Path, population: int | None) -> float:
+    """Member-steps/s of one algorithm's RLlib learner at its default sizes (CAPS: K = 2), its step captured where
+    the device allows (``captured_step="auto"``); with ``population`` P, of P such trials as one population."""
+    from rllib_caps.algorithms.registry import COST_LIMIT_AXIS, build_config, get_algorithm
+    from rllib_caps.core.population import Population
+
+    entry = get_algorithm(name)
+    settings = {"heads": 2} if name == "caps" else {}
+    settings |= {"cost_limit": 20} if COST_LIMIT_AXIS in entry.axes else {}
+
+    def learner(seed: int) -> Any:
+        config = build_config(name, "BallCircle", data, steps=args.steps, eval_episodes=0, seed=seed,
+                              matmul_precision=args.precision[0],
+                              num_gpus_per_learner=1 if args.device == "cuda" else 0, **settings)
+        config.validate()
+        return local_learner(config)
+
+    if population:
+        step = Population.of_learners([learner(seed) for seed in range(population)], captured=args.device == "cuda")
+    else:
+        one = learner(0)
+        step = functools.partial(run_one_after_another, [one])
+    step(args.warmup)
+    return (population or 1) * statistics.median(measure(step, args.steps, args.device, args.clock)
+                                                 for _ in range(args.repetitions))
+
+
+def project_grid(args: argparse.Namespace, data: Path) -> list[dict[str, Any]]:
+    """The paper's full grid (every algorithm of the registry, the 38 tasks, 3 seeds, per-κ algorithms once per
+    threshold, each config's default gradient steps, 20 evaluation episodes per threshold), one row per algorithm:
+    trials, gradient steps, measured member-steps/s (separate trials, and populations of each task's trials where
+    the algorithm can form one), GPU-hours of training and CPU-hours of evaluation (``--eval-costs``: ms per
+    environment step per suite, from ``benchmarks/bench_eval_rollouts.py``)."""
+    from rllib_caps.algorithms.registry import ALGORITHMS, COST_LIMIT_AXIS
+    from rllib_caps.envs.tasks import TASKS
+
+    costs = json.loads(args.eval_costs.read_text())["ms_per_step"] if args.eval_costs else None
+    rows = []
+    for name, entry in ALGORITHMS.items():
+        per_kappa = COST_LIMIT_AXIS in entry.axes
+        trials_per_task = PAPER_SEEDS * (3 if per_kappa else 1)
+        default_steps = entry.config_class().num_gradient_steps
+        steps = sum(trials_per_task * default_steps * (METADRIVE_STEP_FACTOR.get(name, 1)
+                                                       if task.suite == "metadrive" else 1)
+                    for task in TASKS.values())
+        eval_steps = {suite: sum(trials_per_task * PAPER_EVAL_EPISODES * (1 if per_kappa else 3)
+                                 * task.max_episode_steps for task in TASKS.values() if task.suite == suite)
+                      for suite in {task.suite for task in TASKS.values()}}
+        speed = measure_algorithm(name, args, data, None)
+        try:
+            packed = measure_algorithm(name, args, data, trials_per_task)
+        except ValueError:  # its losses have side effects: no population (rllib_caps.core.population)
+            packed = None
+        rows.append({"algorithm": name, "trials": trials_per_task * len(TASKS), "gradient_steps": steps,
+                     "steps_per_s": speed, "population": trials_per_task, "population_member_steps_per_s": packed,
+                     "train_gpu_hours": steps / speed / 3600,
+                     "train_gpu_hours_packed": None if packed is None else steps / packed / 3600,
+                     "eval_cpu_hours": None if costs is None else
+                     sum(n * costs[suite] / 1e3 for suite, n in eval_steps.items()) / 3600})
+    return rows
+
+
+def print_grid(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    """The projection per algorithm, and the grid's wall time on 1 and 4 GPUs: training GPU-hours divided over
+    the GPUs, plus evaluation CPU-hours divided over ``--cpus-per-gpu`` cores per GPU (evaluation after training,
+    as a trial runs today: no overlap assumed)."""
+    print("| algorithm | trials | gradient steps | steps/s (one trial) | population | member-steps/s (population) "
+          "| training device-h | training device-h (populations) | evaluation CPU-h |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        packed = "—" if r["population_member_steps_per_s"] is None else f"{r['population_member_steps_per_s']:.0f}"
+        packed_h = "—" if r["train_gpu_hours_packed"] is None else f"{r['train_gpu_hours_packed']:.2f}"
+        evals = "—" if r["eval_cpu_hours"] is None else f"{r['eval_cpu_hours']:.2f}"
+        print(f"| {r['algorithm']} | {r['trials']} | {r['gradient_steps']:,} | {r['steps_per_s']:.0f} | "
+              f"{r['population']} | {packed} | {r['train_gpu_hours']:.2f} | {packed_h} | {evals} |")
+    train = sum(r["train_gpu_hours"] for r in rows)
+    packed = sum(r["train_gpu_hours_packed"] or r["train_gpu_hours"] for r in rows)
+    evals = sum(r["eval_cpu_hours"] or 0.0 for r in rows)
+    for gpus in (1, 4):
+        cores = gpus * args.cpus_per_gpu
+        print(f"{gpus} GPU(s), {cores} evaluation cores: separate trials {train / gpus + evals / cores:.2f} h, "
+              f"populations {packed / gpus + evals / cores:.2f} h (training {train / gpus:.2f} / "
+              f"{packed / gpus:.2f} h + evaluation {evals / cores:.2f} h)")
+    if rows and rows[0]["eval_cpu_hours"] is None:
+        print("(no --eval-costs: evaluation not included)")
+
+
 def print_matrix(rows: list[dict[str, Any]], device: str) -> None:
     """The matrix as a Markdown table: median steps/s [min-max], memory on CUDA, and the ratios."""
     names = loop_names(device)
@@ -285,6 +377,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--population", type=int, nargs="+", metavar="P",
                    help="instead of the matrix: populations of P CAPS trials trained as one vmapped program against "
                         "separate learners, at the first --hidden, --heads and --precision")
+    p.add_argument("--project-grid", action="store_true",
+                   help="instead of the matrix: measure every algorithm's learner (one trial, and a population of a "
+                        "task's trials) at its default sizes and project the paper's full grid on 1 and 4 GPUs")
+    p.add_argument("--eval-costs", type=Path, metavar="JSON",
+                   help="--project-grid: evaluation ms per environment step per suite "
+                        "(benchmarks/bench_eval_rollouts.py --out)")
+    p.add_argument("--cpus-per-gpu", type=int, default=16,
+                   help="--project-grid: CPU cores per GPU that run evaluation rollouts (default 16)")
     p.add_argument("--json", action="store_true", help="print the matrix as JSON")
     args = p.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -304,7 +404,15 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --population sizes must be >= 1", file=sys.stderr)
         return 2
     torch.set_num_threads(args.threads)
-    run, show = (run_populations, print_populations) if args.population else (run_matrix, print_matrix)
+    if args.eval_costs and not args.eval_costs.is_file():
+        print(f"error: --eval-costs {args.eval_costs}: no such file", file=sys.stderr)
+        return 2
+    if args.project_grid:
+        run, show = project_grid, functools.partial(print_grid, args=args)
+    elif args.population:
+        run, show = run_populations, print_populations
+    else:
+        run, show = run_matrix, functools.partial(print_matrix, device=args.device)
     with tempfile.TemporaryDirectory() as tmp:
         rows = run(args, write_synthetic_dataset(Path(tmp), rows=100_000, obs_dim=8, act_dim=2))
     machine = {"machine": f"{platform.machine()} {platform.processor()}".strip(), "cpus": os.cpu_count(),
@@ -318,7 +426,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(" ".join(f"{k}: {v}" for k, v in machine.items()))
     print("Steps/s are medians of interleaved measurements (min-max in brackets); MiB: GPU memory a loop holds.")
-    show(*((rows,) if args.population else (rows, args.device)))
+    show(rows)
     return 0
 
 

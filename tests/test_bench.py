@@ -24,3 +24,36 @@ def test_matrix_by_cpu_time_as_json(capsys: pytest.CaptureFixture) -> None:
     (row,) = printed["rows"]
     assert (row["hidden"], row["heads"]) == (16, 2)
     assert all(row[f"{loop}_median"] > 0 for loop in ("rllib_unfused", "plain_unfused", "rllib_fused", "plain_fused"))
+
+
+@pytest.mark.slow
+def test_population_rows_compare_a_population_with_separate_learners(capsys: pytest.CaptureFixture,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RLLIB_CAPS_SMOKE_TEST", "1")
+    assert main(["--population", "1", "3", "--hidden", "16", "--heads", "2", "--batch", "8", "--steps", "2",
+                 "--repetitions", "1", "--warmup", "1", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert [row["population"] for row in rows] == [1, 3]
+    assert all(row["population_median"] > 0 and row["separate_median"] > 0 for row in rows)
+
+
+@pytest.mark.slow
+def test_grid_projection_counts_the_papers_trials(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch,
+                                                  tmp_path) -> None:
+    monkeypatch.setenv("RLLIB_CAPS_SMOKE_TEST", "1")  # tiny networks: the measured speeds are not the point here
+    costs = tmp_path / "costs.json"
+    costs.write_text(json.dumps({"ms_per_step": {"bullet": 1.0, "safetygym": 2.0, "velocity": 1.0,
+                                                 "metadrive": 3.0}}))
+    assert main(["--project-grid", "--eval-costs", str(costs), "--steps", "1", "--repetitions", "1",
+                 "--warmup", "1", "--json"]) == 0
+    rows = {row["algorithm"]: row for row in json.loads(capsys.readouterr().out)["rows"]}
+    assert set(rows) == {"caps", "bc-all", "bc-safe", "bearl", "cpq", "coptidice", "cdt"}
+    assert rows["caps"]["trials"] == 38 * 3 and rows["bearl"]["trials"] == 38 * 3 * 3
+    assert rows["bc-safe"]["population_member_steps_per_s"] > 0
+    assert rows["bearl"]["population_member_steps_per_s"] is None  # its losses have side effects
+    assert all(row["train_gpu_hours"] > 0 and row["eval_cpu_hours"] > 0 for row in rows.values())
+
+
+def test_missing_eval_costs_file_is_named(capsys: pytest.CaptureFixture) -> None:
+    assert main(["--project-grid", "--eval-costs", "no/such.json"]) == 2
+    assert "--eval-costs no/such.json: no such file" in capsys.readouterr().err
