@@ -20,7 +20,7 @@ from rllib_caps.algorithms.registry import ALGORITHMS, COST_LIMIT_AXIS, build_co
 from rllib_caps.core.atomic import OutputExistsError, OutputNotWritableError, atomic_directory
 from rllib_caps.core.checks import number_type, seed_type
 from rllib_caps.core.console import divert_library_notices
-from rllib_caps.core.keys import RESULTS_KEY, TIME_LIMITS
+from rllib_caps.core.keys import EVALUATION_FILE, RESULTS_KEY, TIME_LIMITS
 from rllib_caps.core.results import format_results_table
 from rllib_caps.data import DatasetError
 from rllib_caps.data.validation import check_dataset
@@ -162,7 +162,11 @@ def _train_and_save(args: argparse.Namespace, task: str, config: Any, out: Path)
     algo, result = train(config)
     algo.save_to_path(out)
     algo.stop()
-    return result["evaluation"][RESULTS_KEY] if config.evaluation_interval is not None else None
+    if config.evaluation_interval is None:
+        return None
+    evaluation = result["evaluation"][RESULTS_KEY]
+    (out / EVALUATION_FILE).write_text(json.dumps(evaluation, indent=1) + "\n")  # for the policy card of export
+    return evaluation
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ STEP = "step"  # t: 0-based step index within the episode
 HEAD = "head"  # extra model output: which policy head acted (0 for single-policy algorithms)
 RESULTS_KEY = "dsrl"  # evaluation/dsrl/...: the DSRL-scored results per threshold (rllib_caps.core.evaluation)
 LEGACY_RESULTS_KEY = "caps"  # where results written before the 0.2 layout keep them
+EVALUATION_FILE = "evaluation.json"  # in a checkpoint of the train CLI: its evaluation/dsrl results
 TIME_LIMITS = ("bootstrap", "terminal", "time_aware")  # how critics treat time-outs (rllib_caps.core.time_limit)
 
 # Training outputs of the VAE actor-critic family (BEAR-Lag, CPQ) that their pure losses consume.

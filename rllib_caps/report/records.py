@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rllib_caps.algorithms.registry import AXIS_DEFAULTS, get_algorithm
-from rllib_caps.core.keys import LEGACY_RESULTS_KEY, RESULTS_KEY
+from rllib_caps.core.keys import EVALUATION_FILE, LEGACY_RESULTS_KEY, RESULTS_KEY
 from rllib_caps.envs import get_task
 
 logger = logging.getLogger("rllib_caps.report")
@@ -101,6 +101,14 @@ def last_evaluation(results: list[dict[str, Any]]) -> dict[str, Any] | None:
         found = result.get("evaluation", {}).get(RESULTS_KEY) or result.get("evaluation", {}).get(LEGACY_RESULTS_KEY)
         evaluation = found or evaluation
     return evaluation
+
+
+def checkpoint_evaluation(checkpoint: Path) -> dict[str, Any] | None:
+    """The per-κ evaluation recorded for a checkpoint: its ``evaluation.json`` (train CLI), else the last one in the
+    ``result.json`` of the Tune trial directory it sits in; None when neither has one."""
+    own = checkpoint / EVALUATION_FILE
+    return read_json(own) if own.is_file() else last_evaluation(read_json(checkpoint.parent / "result.json",
+                                                                          lines=True))
 
 
 def last_critic_evaluations(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]] | None:

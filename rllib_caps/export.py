@@ -1,0 +1,77 @@
+"""Export a trained CAPS checkpoint to ONNX, with a Markdown policy card beside it.
+
+    python -m rllib_caps.export --checkpoint CKPT --format onnx --out policy.onnx
+
+The model (``rllib_caps.algorithms.caps.export``) runs under ONNX Runtime with ``rllib_caps/onnx_runtime.py``, which
+needs no torch, Ray or rllib_caps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from pathlib import Path
+
+from rllib_caps.core.atomic import OutputExistsError, OutputNotWritableError, atomic_file
+from rllib_caps.core.console import divert_library_notices
+from rllib_caps.core.manifest import CheckpointError
+
+FORMATS = ("onnx",)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m rllib_caps.export",
+        description="Export a trained CAPS checkpoint (either backbone, any K) as one ONNX graph: every head's actor, "
+                    "the critics the switching rule reads and the switching rule itself. Inputs: obs, the cost spent "
+                    "so far, the step index and κ; outputs: the action (in the env's bounds) and the head that acted. "
+                    "Also writes a Markdown policy card next to the model (OUT with the suffix .md). Run the model "
+                    "with rllib_caps/onnx_runtime.py (numpy and onnxruntime only), which carries the budget between "
+                    "steps.",
+    )
+    p.add_argument("--checkpoint", required=True, help="CAPS checkpoint directory (from rllib_caps.train or a sweep)")
+    p.add_argument("--format", required=True, choices=FORMATS, help="export format (onnx)")
+    p.add_argument("--out", required=True, help="model file to write (atomically), e.g. policy.onnx; the card goes "
+                                                "to the same path with the suffix .md")
+    p.add_argument("--force", action="store_true", help="overwrite --out and its card if they exist")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    divert_library_notices()
+    from rllib_caps.algorithms.caps.export import export_onnx, policy_card, training_data
+    from rllib_caps.algorithms.caps.policy import CAPSPolicy
+    from rllib_caps.algorithms.registry import load_policy
+    from rllib_caps.core.paths import resolve_local
+    from rllib_caps.report.records import checkpoint_evaluation
+
+    out, checkpoint = Path(args.out), Path(resolve_local(args.checkpoint))
+    card = out.with_suffix(".md")
+    with contextlib.ExitStack() as outputs:
+        try:
+            if out.suffix == ".md":
+                raise ValueError(f"--out {args.out}: the policy card takes the suffix .md; name the model e.g. "
+                                 f"{out.with_suffix('.onnx').name}")
+            try:
+                policy = load_policy(checkpoint)
+            except (FileNotFoundError, CheckpointError, ValueError) as err:
+                raise ValueError(f"--checkpoint {err}") from err
+            if not isinstance(policy, CAPSPolicy):
+                raise ValueError(f"--checkpoint {args.checkpoint}: holds a {type(policy).__name__}; only CAPS "
+                                 "checkpoints export to ONNX")
+            model_tmp = outputs.enter_context(atomic_file(out, force=args.force))
+            card_tmp = outputs.enter_context(atomic_file(card, force=args.force))
+        except (ValueError, OutputExistsError, OutputNotWritableError) as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        export_onnx(policy.module, model_tmp)
+        card_tmp.write_text(policy_card(policy.module, model=out, checkpoint=checkpoint,
+                                        data=training_data(checkpoint), evaluation=checkpoint_evaluation(checkpoint)))
+    print(f"ONNX model: {out.resolve()}\npolicy card: {card.resolve()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
