@@ -2,7 +2,7 @@
 
 Layers, lowest first (a module imports only from its own layer or lower ones; ``docs/architecture.md``):
 ``envs``, ``data`` -> ``core`` -> ``algorithms`` -> ``sweeps``, ``report`` -> the CLIs
-(``python -m rllib_caps.{tasks,train,evaluate,tune,report,bench}``).
+(``python -m rllib_caps.{tasks,train,evaluate,export,tune,report,bench}``).
 
 ``CAPSConfig``, ``CAPS`` and ``CAPSPolicy`` are imported lazily, so ``import rllib_caps`` stays light.
 """

@@ -5,6 +5,7 @@
 - ``torch/``: the torch module and learner;
 - ``losses.py``: the CAPS(IQL) losses; ``switching.py``: the switching rule (pure functions, no Ray);
 - ``policy.py``: ``CAPSPolicy``, Ray-free deployment;
+- ``export.py``: the switching policy as one ONNX graph, and its policy card;
 - ``fqe.py``: FQE critics of the heads for the switching rule (the paper's FQE ablation, no Ray);
 - ``keys.py``: the module's training outputs.
 """

@@ -1,0 +1,202 @@
+"""ONNX export of CAPS (``python -m rllib_caps.export``): the exported graph under ONNX Runtime acts as
+``CAPSPolicy`` does (same head at every step, actions within 1e-5) on real BallCircle episodes, for both backbones
+and K = 2 and 4, in a subprocess where torch, Ray and rllib_caps cannot be imported; the policy card; bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_caps_module import OBS, make_module
+
+from rllib_caps.algorithms.caps.export import export_onnx
+from rllib_caps.algorithms.caps.policy import CAPSPolicy
+from rllib_caps.export import main as export_main
+from rllib_caps.onnx_runtime import ONNXCAPSPolicy
+
+REPO = Path(__file__).resolve().parents[1]
+BUNDLED = REPO / "datasets" / "BallCircle"
+RUNTIME = REPO / "rllib_caps" / "onnx_runtime.py"
+
+# Serves ONNXCAPSPolicy over stdin/stdout, one JSON object a line, with torch, Ray and rllib_caps unimportable.
+SERVER = r"""
+import importlib.abc, importlib.util, json, sys
+
+class Blocker(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("torch", "ray", "rllib_caps"):
+            raise ImportError(f"{name} is blocked: the ONNX runtime must not need it")
+
+sys.meta_path.insert(0, Blocker())
+spec = importlib.util.spec_from_file_location("caps_onnx_runtime", sys.argv[1])
+runtime = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(runtime)
+policy = runtime.ONNXCAPSPolicy(sys.argv[2])
+blocked = [m for m in sys.modules if m.split(".")[0] in ("torch", "ray", "rllib_caps")]
+print(json.dumps({"ready": True, "loaded": blocked}), flush=True)
+for line in sys.stdin:
+    request = json.loads(line)
+    if "reset" in request:
+        policy.reset(request["reset"])
+        print(json.dumps({}), flush=True)
+    else:
+        action = policy.act(request["obs"], request["cost"])
+        print(json.dumps({"action": action.tolist(), "head": int(policy.last_heads[0])}), flush=True)
+"""
+
+
+class BlockedRuntime:
+    """``ONNXCAPSPolicy`` in a subprocess whose torch, ray and rllib_caps imports raise."""
+
+    def __init__(self, model: Path) -> None:
+        self.process = subprocess.Popen([sys.executable, "-c", SERVER, str(RUNTIME), str(model)], text=True,
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        hello = self._read()
+        assert hello == {"ready": True, "loaded": []}, hello
+
+    def _read(self) -> dict:
+        line = self.process.stdout.readline()
+        assert line, f"the ONNX runtime subprocess ended (exit code {self.process.poll()})"
+        return json.loads(line)
+
+    def request(self, **request) -> dict:
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        return self._read()
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        assert self.process.wait(timeout=30) == 0
+
+
+def test_graph_equals_caps_policy_with_time_aware_critics_clamped_cost_q_and_env_bounds(tmp_path) -> None:
+    """No Ray: a SAC+BC-style module (clamped Q^c, time-aware critics and actor, cost γ = 1, actions in [−2, 2])
+    under ONNX Runtime in-process picks CAPSPolicy's heads and actions over random states, budgets and steps (the
+    bounds double the normalised actions, so the graph must map them as CAPSPolicy does)."""
+    module = make_module(num_heads=4, time_limit="time_aware", backbone="sacbc", clamp_cost_q=True, actor_time=True,
+                         cost_gamma=1.0, initial_alpha=0.1)
+    export_onnx(module, tmp_path / "policy.onnx")
+    torch_policy, onnx_policy = CAPSPolicy(module), ONNXCAPSPolicy(tmp_path / "policy.onnx")
+    rng, heads = np.random.default_rng(0), set()
+    for kappa in (0.0, 0.05, 0.3):
+        torch_policy.reset(kappa, batch_size=8)
+        onnx_policy.reset(kappa, batch_size=8)
+        cost = np.zeros(8)
+        for _ in range(60):
+            obs = rng.normal(size=(8, OBS)).astype(np.float32)
+            expected = torch_policy.act(obs, cost)
+            np.testing.assert_allclose(onnx_policy.act(obs, cost), expected, rtol=0, atol=1e-5)
+            assert onnx_policy.last_heads.tolist() == torch_policy.last_heads.tolist()
+            heads |= set(torch_policy.last_heads.tolist())
+            cost = rng.uniform(0, 0.01, size=8)
+    assert len(heads) > 1
+
+
+@pytest.fixture(scope="module")
+def exported(ray_session, tmp_path_factory) -> dict[tuple[str, int], Path]:
+    """Tiny CAPS checkpoints from the train CLI (RLLIB_CAPS_SMOKE_TEST), exported by the export CLI: (backbone,
+    K) -> the checkpoint directory, with ``policy.onnx`` and ``policy.md`` inside."""
+    from rllib_caps.train import main as train_main
+
+    root, found = tmp_path_factory.mktemp("export"), {}
+    settings = {("iql", 2): ["--time-limit", "time_aware", "--actor-time"], ("iql", 4): ["--eval-episodes", "0"],
+                ("sacbc", 2): ["--eval-episodes", "0"],
+                ("sacbc", 4): ["--time-limit", "time_aware", "--cost-gamma", "1.0", "--eval-episodes", "0"]}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("RLLIB_CAPS_SMOKE_TEST", "1")
+        for (backbone, heads), extra in settings.items():
+            checkpoint = root / f"{backbone}-{heads}"
+            assert train_main(["--task", "BallCircle", "--data", str(BUNDLED), "--out", str(checkpoint),
+                               "--backbone", backbone, "--heads", str(heads), *extra]) == 0
+            assert export_main(["--checkpoint", str(checkpoint), "--format", "onnx",
+                                "--out", str(checkpoint / "policy.onnx")]) == 0
+            found[backbone, heads] = checkpoint
+    return found
+
+
+def rollout(drive, shadow, seed: int) -> tuple[np.ndarray, np.ndarray, list[int], list[int]]:
+    """One BallCircle episode from reset(seed) acted by ``drive(obs, cost) -> (action, head)``; ``shadow`` sees the
+    same observations and costs. Returns both policies' actions and heads at every step."""
+    from rllib_caps.envs import make_env
+
+    env = make_env("BallCircle")
+    obs, _ = env.reset(seed=seed)
+    cost, done, steps = 0.0, False, []
+    while not done:
+        steps.append((drive(obs, cost), shadow(obs, cost)))
+        obs, _, terminated, truncated, info = env.step(steps[-1][0][0])
+        cost, done = info["cost"], terminated or truncated
+    env.close()
+    (drive_actions, drive_heads), (shadow_actions, shadow_heads) = (zip(*side, strict=True)
+                                                                    for side in zip(*steps, strict=True))
+    return np.array(drive_actions), np.array(shadow_actions), list(drive_heads), list(shadow_heads)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backbone", ["iql", "sacbc"])
+@pytest.mark.parametrize("heads", [2, 4])
+def test_onnx_runtime_without_torch_ray_or_rllib_caps_acts_as_caps_policy_on_real_episodes(exported, backbone,
+                                                                                         heads) -> None:
+    """Each policy in turn drives the simulator while the other one, carrying its own budget, acts on the same
+    observations and costs. (Two separate closed-loop episodes part after ~50 steps even when every action agrees
+    to 1e-7: the simulator amplifies float rounding of the actions, so they would compare different states.)"""
+    checkpoint = exported[backbone, heads]
+    torch_policy = CAPSPolicy.from_checkpoint(checkpoint)
+    runtime = BlockedRuntime(checkpoint / "policy.onnx")
+
+    def torch_act(obs, cost):
+        return torch_policy.act(obs, cost), int(torch_policy.last_heads[0])
+
+    def onnx_act(obs, cost):
+        reply = runtime.request(obs=obs.tolist(), cost=float(cost))
+        return np.asarray(reply["action"], dtype=np.float32), reply["head"]
+
+    used, costly = set(), False
+    for kappa in (0.0, 20.0):
+        for seed, (drive, shadow) in enumerate([(onnx_act, torch_act), (torch_act, onnx_act)]):
+            torch_policy.reset(kappa)
+            runtime.request(reset=kappa)
+            drive_actions, shadow_actions, drive_heads, shadow_heads = rollout(drive, shadow, seed)
+            assert drive_heads == shadow_heads, (kappa, seed)
+            np.testing.assert_allclose(drive_actions, shadow_actions, rtol=0, atol=1e-5)
+            used |= set(drive_heads)
+            costly |= bool(torch_policy.budget.spent[0] > 0)
+    runtime.close()
+    print(f"{backbone} K={heads}: heads used {sorted(used)}, costly {costly}")
+
+
+@pytest.mark.slow
+def test_policy_card_names_task_algorithm_data_sha256_and_evaluation(exported) -> None:
+    card = (exported["iql", 2] / "policy.md").read_text()
+    metadata = json.loads((BUNDLED / "metadata.json").read_text())
+    assert "BallCircle" in card and "CAPS(IQL), K = 2 heads" in card
+    assert metadata["source"]["sha256"] in card and metadata["files"]["part-00000.parquet"] in card
+    assert "| κ | episodes |" in card and "| 20 | 1 |" in card  # the train CLI's evaluation at κ = 10, 20, 40
+    assert "ONNXCAPSPolicy" in card
+    assert "None recorded" in (exported["sacbc", 4] / "policy.md").read_text()  # trained with --eval-episodes 0
+
+
+@pytest.mark.slow
+def test_bad_input_is_a_clear_error_and_leaves_nothing_behind(exported, tmp_path, capsys) -> None:
+    checkpoint = str(exported["iql", 2])
+    out = tmp_path / "policy.onnx"
+    for argv, message in ((["--checkpoint", str(tmp_path / "missing")], f"--checkpoint {tmp_path / 'missing'}"),
+                          (["--checkpoint", str(tmp_path)], "--checkpoint"),
+                          (["--checkpoint", checkpoint, "--out", str(tmp_path / "policy.md")], "--out")):
+        assert export_main(["--format", "onnx", "--out", str(out), *argv]) == 2
+        assert message in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        export_main(["--checkpoint", checkpoint, "--format", "tflite", "--out", str(out)])
+    assert exit_info.value.code == 2 and "--format" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+    out.write_text("keep")
+    assert export_main(["--checkpoint", checkpoint, "--format", "onnx", "--out", str(out)]) == 2
+    assert "use --force" in capsys.readouterr().err and out.read_text() == "keep"
+    assert export_main(["--checkpoint", checkpoint, "--format", "onnx", "--out", str(out), "--force"]) == 0
+    assert ONNXCAPSPolicy(out).num_heads == 2 and out.with_suffix(".md").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["policy.md", "policy.onnx"]  # no temporary files left
