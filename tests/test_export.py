@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from test_caps_module import OBS, make_module
 
 from rllib_caps.algorithms.caps.export import export_onnx
@@ -76,7 +77,10 @@ class BlockedRuntime:
 def test_graph_equals_caps_policy_with_time_aware_critics_clamped_cost_q_and_env_bounds(tmp_path) -> None:
     """No Ray: a SAC+BC-style module (clamped Q^c, time-aware critics and actor, cost γ = 1, actions in [−2, 2])
     under ONNX Runtime in-process picks CAPSPolicy's heads and actions over random states, budgets and steps (the
-    bounds double the normalised actions, so the graph must map them as CAPSPolicy does)."""
+    bounds double the normalised actions, so the graph must map them as CAPSPolicy does). Seeded: torch's and ONNX
+    Runtime's matmul kernels round differently (~1e-8), so two heads whose values tie that closely may go either way;
+    untrained heads meet such ties about once in 30 random modules."""
+    torch.manual_seed(0)
     module = make_module(num_heads=4, time_limit="time_aware", backbone="sacbc", clamp_cost_q=True, actor_time=True,
                          cost_gamma=1.0, initial_alpha=0.1)
     export_onnx(module, tmp_path / "policy.onnx")
@@ -166,7 +170,7 @@ def test_onnx_runtime_without_torch_ray_or_rllib_caps_acts_as_caps_policy_on_rea
             used |= set(drive_heads)
             costly |= bool(torch_policy.budget.spent[0] > 0)
     runtime.close()
-    print(f"{backbone} K={heads}: heads used {sorted(used)}, costly {costly}")
+    assert len(used) > 1 and costly  # the episodes switch heads and spend budget (c_<t reaches the graph)
 
 
 @pytest.mark.slow
