@@ -1,7 +1,8 @@
 """Keeps library notices that say nothing about the user's run off the console.
 
 Ray and RLlib log a few warnings on every run that need no action here: the new-API-stack notice, Ray's token
-authentication notice, RLlib's deprecation of its own module construction, and the missing ``gputil``.
+authentication notice, RLlib's deprecation of its own module construction, and the missing ``gputil``; torch's
+ONNX exporter, that ``torchvision`` is not installed.
 ``divert_library_notices`` sends them to a log file instead (``~/.cache/rllib_caps/library.log``, or
 ``$RLLIB_CAPS_LOG``); every other warning still reaches the console.
 """
@@ -18,6 +19,7 @@ NOTICES = (
     "Token authentication is enabled",
     "`RLModule(config=[RLModuleConfig object])` has been deprecated",  # RLlib's own module construction
     "Install gputil",
+    "torchvision is not installed",  # torch's ONNX exporter, on every export (rllib_caps.export)
 )
 
 
@@ -49,7 +51,7 @@ def divert_library_notices() -> Path:
     log_file = logging.FileHandler(path, delay=True)
     log_file.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     divert = _DivertNotices(log_file)
-    for name in ("ray", "ray.rllib", "ray.data"):
+    for name in ("ray", "ray.rllib", "ray.data", "torch", "torch.onnx"):
         for handler in logging.getLogger(name).handlers:
             for earlier in [f for f in handler.filters if isinstance(f, _DivertNotices)]:
                 handler.removeFilter(earlier)  # one filter per handler, writing to the current log path

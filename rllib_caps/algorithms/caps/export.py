@@ -66,6 +66,7 @@ def export_onnx(module: nn.Module, path: Path) -> None:
     dim = torch.export.Dim("batch")
     with torch.no_grad(), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="# The axis name")  # the one batch axis is named twice, fine
+        warnings.filterwarnings("ignore", message=".*LeafSpec", category=FutureWarning)  # torch.export's own
         program = torch.onnx.export(graph, example, dynamo=True, opset_version=OPSET, input_names=list(INPUTS),
                                     output_names=list(OUTPUTS), dynamic_shapes=tuple({0: dim} for _ in INPUTS),
                                     verbose=False)
