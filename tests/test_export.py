@@ -91,13 +91,36 @@ def test_graph_equals_caps_policy_with_time_aware_critics_clamped_cost_q_and_env
         onnx_policy.reset(kappa, batch_size=8)
         cost = np.zeros(8)
         for _ in range(60):
+            restart = rng.random(8) < 0.05  # a vector env's autoreset: these entries start new episodes
+            torch_policy.reset_envs(restart)
+            onnx_policy.reset_envs(restart)
             obs = rng.normal(size=(8, OBS)).astype(np.float32)
             expected = torch_policy.act(obs, cost)
             np.testing.assert_allclose(onnx_policy.act(obs, cost), expected, rtol=0, atol=1e-5)
             assert onnx_policy.last_heads.tolist() == torch_policy.last_heads.tolist()
+            assert onnx_policy.step.tolist() == torch_policy.budget.step.tolist()
+            np.testing.assert_array_equal(onnx_policy.spent, torch_policy.budget.spent)
             heads |= set(torch_policy.last_heads.tolist())
             cost = rng.uniform(0, 0.01, size=8)
     assert len(heads) > 1
+
+
+def test_runtime_refuses_acting_without_a_budget_and_bad_inputs(tmp_path) -> None:
+    export_onnx(make_module(num_heads=2), tmp_path / "policy.onnx")
+    policy = ONNXCAPSPolicy(tmp_path / "policy.onnx")
+    assert policy.num_heads == 2 and policy.obs_dim == OBS
+    with pytest.raises(RuntimeError, match="reset"):
+        policy.act(np.zeros(OBS, np.float32))
+    with pytest.raises(ValueError, match="κ"):
+        policy.reset(-1.0)
+    policy.reset(5.0, batch_size=2)
+    with pytest.raises(ValueError, match="shape"):
+        policy.act(np.zeros((2, OBS + 1), np.float32))
+    policy.act(np.zeros((2, OBS), np.float32))
+    with pytest.raises(ValueError, match="cost must be finite"):
+        policy.act(np.zeros((2, OBS), np.float32), np.array([0.0, np.nan]))
+    with pytest.raises(ValueError, match="boolean mask"):
+        policy.reset_envs(np.array([0, 1]))
 
 
 @pytest.fixture(scope="module")

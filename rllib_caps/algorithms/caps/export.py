@@ -26,6 +26,7 @@ from rllib_caps.data.schema import METADATA_FILE
 
 INPUTS = ("obs", "cost_spent", "step", "kappa")
 OUTPUTS = ("action", "head")
+BACKBONES = {"iql": "IQL", "sacbc": "SAC+BC"}  # the card's names of the backbones
 OPSET = 18  # the torch.export-based exporter's default opset; ONNX Runtime 1.17+ runs it
 
 
@@ -99,7 +100,7 @@ def policy_card(module: nn.Module, *, model: Path, checkpoint: Path, data: dict[
     lines = [f"# CAPS policy: {cfg.get('task') or 'custom env'}", "",
              f"- **Model**: `{model.name}` (ONNX opset {OPSET}), exported from `{checkpoint}`",
              f"- **Task**: {cfg.get('task') or 'custom env (not a DSRL task)'}, episode length {module.horizon}",
-             f"- **Algorithm**: CAPS({module.backbone.upper().replace('SACBC', 'SAC+BC')}), K = {module.num_heads} "
+             f"- **Algorithm**: CAPS({BACKBONES.get(module.backbone, module.backbone)}), K = {module.num_heads} "
              f"heads, hidden {list(cfg['hidden'])}, critics' time limit {cfg.get('time_limit', 'bootstrap')}, cost "
              f"γ {module.cost_gamma:g}, training seed {cfg.get('seed')}"]
     if data is None:
