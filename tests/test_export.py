@@ -74,15 +74,20 @@ class BlockedRuntime:
         assert self.process.wait(timeout=30) == 0
 
 
-def test_graph_equals_caps_policy_with_time_aware_critics_clamped_cost_q_and_env_bounds(tmp_path) -> None:
-    """No Ray: a SAC+BC-style module (clamped Q^c, time-aware critics and actor, cost γ = 1, actions in [−2, 2])
-    under ONNX Runtime in-process picks CAPSPolicy's heads and actions over random states, budgets and steps (the
-    bounds double the normalised actions, so the graph must map them as CAPSPolicy does). Seeded: torch's and ONNX
-    Runtime's matmul kernels round differently (~1e-8), so two heads whose values tie that closely may go either way;
-    untrained heads meet such ties about once in 30 random modules."""
+@pytest.mark.parametrize("settings", [
+    {"time_limit": "time_aware", "backbone": "sacbc", "clamp_cost_q": True, "actor_time": True, "cost_gamma": 1.0,
+     "initial_alpha": 0.1},
+    {"implementation": "code", "shared": False, "fused_critics": True, "time_limit": "terminal"},
+], ids=["sacbc-time-aware-clamped", "iql-code-separate-fused"])
+def test_graph_equals_caps_policy_on_random_states_budgets_and_steps(tmp_path, settings) -> None:
+    """No Ray: a module under ONNX Runtime in-process picks CAPSPolicy's heads and actions over random states, costs,
+    steps and restarts: SAC+BC-style (clamped Q^c, time-aware critics and actor, cost γ = 1), and the authors' IQL
+    code (critics holding −c, fixed std) with separate actor bodies and fused critics. Actions are in [−2, 2], twice
+    the normalised ones, so the graph must map them as CAPSPolicy does. Seeded: torch's and ONNX Runtime's matmul
+    kernels round differently (~1e-8), so two heads whose values tie that closely may go either way; untrained heads
+    meet such ties about once in 30 random modules."""
     torch.manual_seed(0)
-    module = make_module(num_heads=4, time_limit="time_aware", backbone="sacbc", clamp_cost_q=True, actor_time=True,
-                         cost_gamma=1.0, initial_alpha=0.1)
+    module = make_module(num_heads=4, **settings)
     export_onnx(module, tmp_path / "policy.onnx")
     torch_policy, onnx_policy = CAPSPolicy(module), ONNXCAPSPolicy(tmp_path / "policy.onnx")
     rng, heads = np.random.default_rng(0), set()
