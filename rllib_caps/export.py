@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from rllib_caps.core.atomic import OutputExistsError, OutputNotWritableError, atomic_file
+from rllib_caps.core.checks import check_writable
 from rllib_caps.core.console import divert_library_notices
 from rllib_caps.core.manifest import CheckpointError
 
@@ -35,6 +36,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", required=True, help="model file to write (atomically), e.g. policy.onnx; the card goes "
                                                 "to the same path with the suffix .md")
     p.add_argument("--force", action="store_true", help="overwrite --out and its card if they exist")
+    p.add_argument("--no-verify", dest="verify", action="store_false",
+                   help="load a checkpoint without manifest.json without checking its files (logged)")
     return p.parse_args(argv)
 
 
@@ -54,8 +57,9 @@ def main(argv: list[str] | None = None) -> int:
             if out.suffix == ".md":
                 raise ValueError(f"--out {args.out}: the policy card takes the suffix .md; name the model e.g. "
                                  f"{out.with_suffix('.onnx').name}")
+            check_writable(out, "--out")
             try:
-                policy = load_policy(checkpoint)
+                policy = load_policy(checkpoint, verify=args.verify)
             except (FileNotFoundError, CheckpointError, ValueError) as err:
                 raise ValueError(f"--checkpoint {err}") from err
             if not isinstance(policy, CAPSPolicy):

@@ -25,6 +25,24 @@ import numpy as np
 import onnxruntime
 
 
+def budget_input(value: object, name: str, num_envs: int | None = None) -> np.ndarray:
+    """κ (``num_envs`` None: one number >= 0, +inf allowed) or the previous step's cost (one finite number >= 0, or
+    one per env) as float64, refused as ``CAPSPolicy`` refuses them (``rllib_caps.core.budget.check_budget_input``:
+    this file cannot import it)."""
+    array = np.asarray(value)
+    if array.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
+    array = array.astype(np.float64)
+    shapes = [()] if num_envs is None else [(), (num_envs,)]
+    if array.shape not in shapes:
+        raise ValueError(f"{name} has shape {array.shape}, expected {' or '.join(map(str, shapes))}")
+    if not (array >= 0).all():  # also NaN
+        raise ValueError(f"{name} must be >= 0 (not NaN), got {value!r}")
+    if num_envs is not None and not np.isfinite(array).all():
+        raise ValueError(f"{name} must be finite (info['cost'] of the previous step), got {value!r}")
+    return array if num_envs is None else np.broadcast_to(array, (num_envs,))
+
+
 class ONNXCAPSPolicy:
     """The exported CAPS policy for ``batch_size`` parallel episodes; ``last_heads`` is the head that acted."""
 
@@ -38,11 +56,10 @@ class ONNXCAPSPolicy:
 
     def reset(self, threshold: float, batch_size: int = 1) -> None:
         """Starts new episode(s) with the cost limit κ = ``threshold`` (undiscounted, in the env's cost units)."""
-        if not threshold >= 0:  # also rejects NaN
-            raise ValueError(f"threshold (the cost limit κ) must be >= 0, got {threshold}")
+        threshold = float(budget_input(threshold, "threshold (the cost limit κ)"))
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        self.threshold = float(threshold)
+        self.threshold = threshold
         self.spent = np.zeros(batch_size, dtype=np.float64)
         self.step = np.zeros(batch_size, dtype=np.int64)
         self._acted = np.zeros(batch_size, dtype=bool)  # an action whose cost has not been recorded yet
@@ -65,9 +82,7 @@ class ONNXCAPSPolicy:
         if batch.shape != (len(self.spent), self.obs_dim):
             raise ValueError(f"obs has shape {np.shape(obs)}; expected ({self.obs_dim},) per env for "
                              f"{len(self.spent)} env(s)")
-        costs = np.broadcast_to(np.asarray(cost, dtype=np.float64), self.spent.shape)
-        if not np.isfinite(costs[self._acted]).all():
-            raise ValueError(f"cost must be finite (info['cost'] of the previous step), got {costs[self._acted]}")
+        costs = budget_input(cost, "cost", len(self.spent))
         self.spent[self._acted] += costs[self._acted]
         self.step[self._acted] += 1
         actions, heads = self.session.run(["action", "head"], {

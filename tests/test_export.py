@@ -122,10 +122,27 @@ def test_runtime_refuses_acting_without_a_budget_and_bad_inputs(tmp_path) -> Non
     with pytest.raises(ValueError, match="shape"):
         policy.act(np.zeros((2, OBS + 1), np.float32))
     policy.act(np.zeros((2, OBS), np.float32))
-    with pytest.raises(ValueError, match="cost must be finite"):
+    with pytest.raises(ValueError, match="cost must be >= 0"):
         policy.act(np.zeros((2, OBS), np.float32), np.array([0.0, np.nan]))
     with pytest.raises(ValueError, match="boolean mask"):
         policy.reset_envs(np.array([0, 1]))
+
+
+@pytest.mark.parametrize("num_envs", [None, 2])
+@pytest.mark.parametrize("value", [3.0, 0, np.inf, -1.0, np.nan, "3", None, True, [0.5, 0.0], np.array([1.0, -2.0])])
+def test_runtime_checks_budget_inputs_as_caps_policy_does(value, num_envs) -> None:
+    """The standalone runtime cannot import ``check_budget_input``; its copy must accept and refuse the same."""
+    from rllib_caps.core.budget import check_budget_input
+    from rllib_caps.onnx_runtime import budget_input
+
+    try:
+        expected = check_budget_input(value, "cost", num_envs)
+    except (TypeError, ValueError) as err:
+        with pytest.raises(type(err)) as got:
+            budget_input(value, "cost", num_envs)
+        assert str(got.value) == str(err)
+    else:
+        np.testing.assert_array_equal(budget_input(value, "cost", num_envs), expected)
 
 
 @pytest.fixture(scope="module")
