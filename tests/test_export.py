@@ -145,6 +145,18 @@ def test_runtime_checks_budget_inputs_as_caps_policy_does(value, num_envs) -> No
         np.testing.assert_array_equal(budget_input(value, "cost", num_envs), expected)
 
 
+def test_card_evaluation_comes_from_the_checkpoint_or_its_tune_trial(tmp_path) -> None:
+    from rllib_caps.report.records import checkpoint_evaluation
+
+    trial, evaluation = tmp_path / "trial", {"thresholds": {"10": {"cost": 1.0}}, "mean": {}}
+    (trial / "checkpoint_000000").mkdir(parents=True)
+    assert checkpoint_evaluation(trial / "checkpoint_000000") is None
+    (trial / "result.json").write_text(json.dumps({"evaluation": {"dsrl": evaluation}}) + "\n" + json.dumps({}) + "\n")
+    assert checkpoint_evaluation(trial / "checkpoint_000000") == evaluation
+    (trial / "checkpoint_000000" / "evaluation.json").write_text(json.dumps({"thresholds": {}, "mean": {}}))
+    assert checkpoint_evaluation(trial / "checkpoint_000000") == {"thresholds": {}, "mean": {}}
+
+
 @pytest.fixture(scope="module")
 def exported(ray_session, tmp_path_factory) -> dict[tuple[str, int], Path]:
     """Tiny CAPS checkpoints from the train CLI (RLLIB_CAPS_SMOKE_TEST), exported by the export CLI: (backbone,
