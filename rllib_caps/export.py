@@ -9,7 +9,6 @@ needs no torch, Ray or rllib_caps.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 from pathlib import Path
 
@@ -52,12 +51,13 @@ def main(argv: list[str] | None = None) -> int:
 
     out, checkpoint = Path(args.out), Path(resolve_local(args.checkpoint))
     card = out.with_suffix(".md")
-    with contextlib.ExitStack() as outputs:
-        try:
-            if out.suffix == ".md":
-                raise ValueError(f"--out {args.out}: the policy card takes the suffix .md; name the model e.g. "
-                                 f"{out.with_suffix('.onnx').name}")
-            check_writable(out, "--out")
+    try:
+        if out.suffix == ".md":
+            raise ValueError(f"--out {args.out}: the policy card takes the suffix .md; name the model e.g. "
+                             f"{out.with_suffix('.onnx').name}")
+        check_writable(out, "--out")
+        # Both outputs are refused (when they exist) before the checkpoint loads; an error leaves neither behind.
+        with atomic_file(out, force=args.force) as model_tmp, atomic_file(card, force=args.force) as card_tmp:
             try:
                 policy = load_policy(checkpoint, verify=args.verify)
             except (FileNotFoundError, CheckpointError, ValueError) as err:
@@ -65,14 +65,13 @@ def main(argv: list[str] | None = None) -> int:
             if not isinstance(policy, CAPSPolicy):
                 raise ValueError(f"--checkpoint {args.checkpoint}: holds a {type(policy).__name__}; only CAPS "
                                  "checkpoints export to ONNX")
-            model_tmp = outputs.enter_context(atomic_file(out, force=args.force))
-            card_tmp = outputs.enter_context(atomic_file(card, force=args.force))
-        except (ValueError, OutputExistsError, OutputNotWritableError) as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
-        export_onnx(policy.module, model_tmp)
-        card_tmp.write_text(policy_card(policy.module, model=out, checkpoint=checkpoint,
-                                        data=training_data(checkpoint), evaluation=checkpoint_evaluation(checkpoint)))
+            export_onnx(policy.module, model_tmp)
+            card_tmp.write_text(policy_card(policy.module, model=out, checkpoint=checkpoint,
+                                            data=training_data(checkpoint),
+                                            evaluation=checkpoint_evaluation(checkpoint)))
+    except (ValueError, OutputExistsError, OutputNotWritableError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     print(f"ONNX model: {out.resolve()}\npolicy card: {card.resolve()}")
     return 0
 

@@ -256,8 +256,9 @@ def test_bad_input_is_a_clear_error_and_leaves_nothing_behind(exported, tmp_path
     assert list(tmp_path.iterdir()) == []
 
     out.write_text("keep")
-    assert export_main(["--checkpoint", checkpoint, "--format", "onnx", "--out", str(out)]) == 2
-    assert "use --force" in capsys.readouterr().err and out.read_text() == "keep"
+    for given in (checkpoint, str(tmp_path / "missing")):  # refused before the checkpoint is even looked at
+        assert export_main(["--checkpoint", given, "--format", "onnx", "--out", str(out)]) == 2
+        assert "use --force" in capsys.readouterr().err and out.read_text() == "keep"
     assert export_main(["--checkpoint", checkpoint, "--format", "onnx", "--out", str(out), "--force"]) == 0
     assert ONNXCAPSPolicy(out).num_heads == 2 and out.with_suffix(".md").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["policy.md", "policy.onnx"]  # no temporary files left
