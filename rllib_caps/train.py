@@ -160,12 +160,11 @@ def _train_and_save(args: argparse.Namespace, task: str, config: Any, out: Path)
         logger.info("the last iteration evaluates at thresholds %s, %d episodes each", config.thresholds,
                     config.evaluation_duration)
     algo, result = train(config)
+    evaluation = result["evaluation"][RESULTS_KEY] if config.evaluation_interval is not None else None
+    if evaluation is not None:  # for export's policy card; written first, so the checkpoint's manifest covers it
+        (out / EVALUATION_FILE).write_text(json.dumps(evaluation, indent=1) + "\n")
     algo.save_to_path(out)
     algo.stop()
-    if config.evaluation_interval is None:
-        return None
-    evaluation = result["evaluation"][RESULTS_KEY]
-    (out / EVALUATION_FILE).write_text(json.dumps(evaluation, indent=1) + "\n")  # for the policy card of export
     return evaluation
 
 
