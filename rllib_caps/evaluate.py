@@ -20,6 +20,7 @@ from typing import Any
 from rllib_caps.algorithms.caps.fqe import CRITICS, FQESettings, evaluate_critics
 from rllib_caps.core.atomic import OutputNotWritableError, atomic_file
 from rllib_caps.core.checks import check_writable, seed_type
+from rllib_caps.core.interrupts import interruptible
 from rllib_caps.core.results import format_results_table
 from rllib_caps.core.rollout import episode_seed, evaluate_policy
 from rllib_caps.data import DatasetError
@@ -119,10 +120,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     thresholds = args.thresholds or [float(k) for k in task.thresholds]
     seed = args.seed if args.seed is not None else episode_seed(policy)
-    if args.head is not None or not isinstance(policy, CAPSPolicy):
-        results = {"offline": evaluate_policy(policy, task, thresholds, args.episodes, seed=seed, fixed_head=args.head)}
-    else:
-        results = evaluate_critics(policy, dataset, task, thresholds, args.episodes, critics, settings, seed=seed)
+    with interruptible("no results were written; the rollouts are deterministic, so the same command gives the "
+                       "same figures"):
+        if args.head is not None or not isinstance(policy, CAPSPolicy):
+            results = {"offline": evaluate_policy(policy, task, thresholds, args.episodes, seed=seed,
+                                                  fixed_head=args.head)}
+        else:
+            results = evaluate_critics(policy, dataset, task, thresholds, args.episodes, critics, settings, seed=seed)
     payload = json.dumps(results[critics[0]] if len(critics) == 1 else results, indent=2)
     if args.out:
         try:

@@ -20,6 +20,7 @@ from rllib_caps.algorithms.registry import ALGORITHMS, COST_LIMIT_AXIS, build_co
 from rllib_caps.core.atomic import OutputExistsError, OutputNotWritableError, atomic_directory
 from rllib_caps.core.checks import number_type, seed_type
 from rllib_caps.core.console import divert_library_notices
+from rllib_caps.core.interrupts import init_ray, interruptible
 from rllib_caps.core.keys import EVALUATION_FILE, RESULTS_KEY, TIME_LIMITS
 from rllib_caps.core.results import format_results_table
 from rllib_caps.data import DatasetError
@@ -142,7 +143,9 @@ def main(argv: list[str] | None = None) -> int:
         except (ValueError, DatasetError, OutputExistsError, OutputNotWritableError) as err:
             print(f"error: {flag_message(err)}", file=sys.stderr)
             return 2
-        result = _train_and_save(args, spec.name, config, tmp)
+        with interruptible(f"nothing was written to --out {args.out}; run the same command again to train from the "
+                           "start"):
+            result = _train_and_save(args, spec.name, config, tmp)
     logger.info("checkpoint saved to %s", Path(args.out).resolve())
     if result is not None:
         print(json.dumps(result, indent=2) if args.json else format_results_table(result, title=spec.name))
@@ -151,9 +154,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _train_and_save(args: argparse.Namespace, task: str, config: Any, out: Path) -> dict[str, Any] | None:
     """Trains, saves the checkpoint into ``out`` and returns the evaluation results (None without evaluation)."""
-    import ray
-
-    ray.init(num_cpus=None, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+    init_ray(num_cpus=None, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
     logger.info("training %s on %s from %s: %d steps, seed %d", args.algo, task, args.data,
                 config.num_gradient_steps, args.seed)
     if config.evaluation_interval is not None:
