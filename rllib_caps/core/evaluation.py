@@ -1,7 +1,7 @@
 """Evaluation at cost thresholds on RLlib's evaluation EnvRunners: the custom evaluation function of every
 offline safe algorithm here (``OfflineSafeConfig.custom_evaluation_function``).
 
-For each κ the module is told the threshold (``set_cost_threshold``), the runners roll out
+For each κ a module that takes κ at deployment is told it (``CostThresholdAPI``), the runners roll out
 ``evaluation_duration`` episodes from the same seeds, and each episode is reduced to an ``EpisodeOutcome``
 on its runner. Results go to ``evaluation/dsrl/thresholds/<κ>/...`` and ``evaluation/dsrl/mean`` (the
 schema of ``rllib_caps.core.results``), plus RLlib's usual ``evaluation/env_runners`` episode statistics.
@@ -24,6 +24,7 @@ from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
 from tqdm import tqdm
 
 from rllib_caps.core.budget import info_cost
+from rllib_caps.core.cost_threshold_api import tell_cost_threshold
 from rllib_caps.core.keys import HEAD, RESULTS_KEY
 from rllib_caps.core.results import results_dict
 from rllib_caps.core.scoring import EpisodeOutcome, summarize
@@ -58,7 +59,7 @@ def evaluate_at_thresholds(algorithm: Any, eval_runners: Any) -> tuple[dict, int
     bar = tqdm(config.thresholds, desc=f"evaluate {config.env}", unit="κ", disable=None)  # off when not a terminal
     for threshold in bar:
         bar.set_postfix(kappa=f"{threshold:g}", episodes=config.evaluation_duration)
-        eval_runners.foreach_env_runner(lambda er, k=threshold: er.module.set_cost_threshold(k),
+        eval_runners.foreach_env_runner(lambda er, k=threshold: tell_cost_threshold(er.module, k),
                                         local_env_runner=True)
         outcomes = _sample_outcomes(eval_runners, config.evaluation_duration, config.num_policy_heads)
         all_outcomes += outcomes

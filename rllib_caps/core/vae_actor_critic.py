@@ -106,7 +106,7 @@ class VAEActorCriticTorchModule(OfflineTorchRLModule, InferenceOnlyAPI, TargetNe
     ``cost_limit``, ``gamma``, ``horizon``.
 
     The inference-only copy (EnvRunners) keeps the actor alone; it acts with tanh(μ) (OSRL's deterministic
-    evaluation). κ is fixed at training time, so ``set_cost_threshold`` only records what evaluation asks for.
+    evaluation). κ is fixed at training time.
     """
 
     framework: str = "torch"
@@ -121,7 +121,6 @@ class VAEActorCriticTorchModule(OfflineTorchRLModule, InferenceOnlyAPI, TargetNe
         hidden = list(cfg["hidden"])
         self.num_samples = int(cfg["num_samples"])
         self.osrl = cfg["implementation"] == "osrl"
-        self.cost_threshold = float(cfg["cost_limit"])
         add_networks(self, obs_dim=obs_dim, act_dim=self.act_dim, hidden=hidden, vae_hidden=list(cfg["vae_hidden"]),
                      critic_groups=self.CRITIC_GROUPS, inference_only=self.inference_only)
 
@@ -141,9 +140,6 @@ class VAEActorCriticTorchModule(OfflineTorchRLModule, InferenceOnlyAPI, TargetNe
     @override(TargetNetworkAPI)
     def forward_target(self, batch: dict[str, Any]) -> dict[str, Any]:
         return {}  # the algorithms' _forward_train evaluate their targets where the backups need them
-
-    def set_cost_threshold(self, threshold: float) -> None:
-        self.cost_threshold = float(threshold)
 
     @override(TorchRLModule)
     def _forward_inference(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:

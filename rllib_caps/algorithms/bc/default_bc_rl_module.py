@@ -13,6 +13,3 @@ class DefaultBCRLModule(RLModule, abc.ABC):
     """One actor π(s) (tanh-squashed into the normalised action box); ``model_config`` keys (filled in by
     ``BCConfig``): ``hidden``, ``policy`` ("deterministic" or "gaussian"), plus the shared ``task``, ``seed``,
     ``cost_limit``. Evaluation always acts with the mean."""
-
-    def set_cost_threshold(self, threshold: float) -> None:
-        """Evaluation tells every module its κ; BC's policy does not depend on it."""

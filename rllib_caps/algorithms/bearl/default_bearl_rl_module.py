@@ -12,7 +12,3 @@ class DefaultBEARLRLModule(RLModule, abc.ABC):
     """Squashed-Gaussian actor with a target copy, conditional VAE, reward and cost critics of two twin groups
     each (OSRL's ``EnsembleDoubleQCritic`` with ``num_q=2``) with targets, and the MMD multiplier α and the PID
     state as buffers. ``_forward_train`` returns what ``bearl.losses.bearl_losses`` consumes."""
-
-    @abc.abstractmethod
-    def set_cost_threshold(self, threshold: float) -> None:
-        """Records the κ evaluation asks for (the agent was trained for its config's ``cost_limit``)."""

@@ -11,8 +11,10 @@ from ray.rllib.core.rl_module.apis import InferenceOnlyAPI, TargetNetworkAPI
 from ray.rllib.core.rl_module.rl_module import RLModule
 from ray.rllib.utils.annotations import override
 
+from rllib_caps.core.cost_threshold_api import CostThresholdAPI
 
-class DefaultCAPSRLModule(RLModule, InferenceOnlyAPI, TargetNetworkAPI, abc.ABC):
+
+class DefaultCAPSRLModule(RLModule, InferenceOnlyAPI, TargetNetworkAPI, CostThresholdAPI, abc.ABC):
     """One actor with K heads, twin Q^r/Q^c critics with targets, and V^r/V^c.
 
     ``model_config`` keys (filled in by ``CAPSConfig``): ``hidden`` (list of ints), ``num_heads``,
@@ -30,7 +32,3 @@ class DefaultCAPSRLModule(RLModule, InferenceOnlyAPI, TargetNetworkAPI, abc.ABC)
     @override(InferenceOnlyAPI)
     def get_non_inference_attributes(self) -> list[str]:
         return ["values", "log_alpha", "qr_target", "qc_target"]
-
-    @abc.abstractmethod
-    def set_cost_threshold(self, threshold: float) -> None:
-        """Sets the undiscounted episode budget κ used by the switching rule at act time."""

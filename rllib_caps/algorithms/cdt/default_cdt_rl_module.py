@@ -6,17 +6,20 @@ from __future__ import annotations
 import abc
 
 from ray.rllib.core.rl_module.rl_module import RLModule
+from ray.rllib.utils.annotations import override
 
 from rllib_caps.algorithms.cdt.targets import return_target
+from rllib_caps.core.cost_threshold_api import CostThresholdAPI
 
 
-class DefaultCDTRLModule(RLModule, abc.ABC):
+class DefaultCDTRLModule(RLModule, CostThresholdAPI, abc.ABC):
     """The Decision Transformer and, for training, the entropy temperature; ``_forward_train`` returns what
     ``losses.cdt_losses`` consumes. κ is chosen at deployment: ``set_cost_threshold`` sets the initial targets
     that the evaluation connector (``connector.CDTContext``) and ``CDTPolicy`` start every episode from."""
 
     cost_threshold: float = 0.0
 
+    @override(CostThresholdAPI)
     def set_cost_threshold(self, threshold: float) -> None:
         self.cost_threshold = float(threshold)
 

@@ -11,6 +11,3 @@ from ray.rllib.core.rl_module.rl_module import RLModule
 class DefaultCOptiDICERLModule(RLModule, abc.ABC):
     """Squashed-Gaussian actor, the ν and χ networks, λ and τ, and the data statistics (``nets.add_networks``);
     ``_forward_train`` returns what ``losses.coptidice_losses`` consumes; the actor acts with tanh(μ)."""
-
-    def set_cost_threshold(self, threshold: float) -> None:
-        """Evaluation tells every module its κ; this agent was trained for its config's ``cost_limit``."""

@@ -12,7 +12,3 @@ class DefaultCPQRLModule(RLModule, abc.ABC):
     """Squashed-Gaussian actor, conditional VAE, reward and cost critics of one twin pair each (OSRL's
     ``EnsembleQCritic`` with ``num_q=2``) with targets, and the OOD multiplier α as a buffer. ``_forward_train``
     returns what ``cpq.losses.cpq_losses`` consumes."""
-
-    @abc.abstractmethod
-    def set_cost_threshold(self, threshold: float) -> None:
-        """Records the κ evaluation asks for (the agent was trained for its config's ``cost_limit``)."""

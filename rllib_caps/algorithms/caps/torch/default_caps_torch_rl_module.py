@@ -48,6 +48,7 @@ from rllib_caps.algorithms.caps.keys import (
 from rllib_caps.algorithms.caps.sacbc_losses import SAC_LOG_STD_MAX, SAC_LOG_STD_MIN, squashed_gaussian_sample
 from rllib_caps.algorithms.caps.switching import select_heads
 from rllib_caps.core.budget import remaining_budget_threshold
+from rllib_caps.core.cost_threshold_api import CostThresholdAPI
 from rllib_caps.core.keys import COST_SPENT, HEAD, STEP
 from rllib_caps.core.nets import MLPPair, TwinQ, frozen_call, mlp
 from rllib_caps.core.time_limit import remaining_time
@@ -183,6 +184,7 @@ class DefaultCAPSTorchRLModule(OfflineTorchRLModule, DefaultCAPSRLModule):
         qc1, qc2 = self.qc_target(obs, actions)
         return {QR_TARGET_PREDS: qr1, QR_TARGET_TWIN_PREDS: qr2, QC_TARGET_PREDS: qc1, QC_TARGET_TWIN_PREDS: qc2}
 
+    @override(CostThresholdAPI)
     def set_cost_threshold(self, threshold: float) -> None:
         self.cost_threshold = float(threshold)
 
