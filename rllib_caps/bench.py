@@ -253,12 +253,12 @@ METADRIVE_STEP_FACTOR = {"caps": 2}  # tune_configs/paper.yaml: CAPS trains 200k
 def measure_algorithm(name: str, args: argparse.Namespace, data: Path, population: int | None) -> float:
     """Member-steps/s of one algorithm's RLlib learner at its default sizes (CAPS: K = 2), its step captured where
     the device allows (``captured_step="auto"``); with ``population`` P, of P such trials as one population."""
-    from rllib_caps.algorithms.registry import COST_LIMIT_AXIS, build_config, get_algorithm
+    from rllib_caps.algorithms.registry import build_config, get_algorithm, trained_per_threshold
     from rllib_caps.core.population import Population
 
     entry = get_algorithm(name)
     settings = {"heads": 2} if name == "caps" else {}
-    settings |= {"cost_limit": 20} if COST_LIMIT_AXIS in entry.axes else {}
+    settings |= {"cost_limit": 20} if trained_per_threshold(entry) else {}
 
     def learner(seed: int) -> Any:
         config = build_config(name, "BallCircle", data, steps=args.steps, eval_episodes=0, seed=seed,
@@ -283,13 +283,13 @@ def project_grid(args: argparse.Namespace, data: Path) -> list[dict[str, Any]]:
     trials, gradient steps, measured member-steps/s (separate trials, and populations of each task's trials where
     the algorithm can form one), GPU-hours of training and CPU-hours of evaluation (``--eval-costs``: ms per
     environment step per suite, from ``benchmarks/bench_eval_rollouts.py``)."""
-    from rllib_caps.algorithms.registry import ALGORITHMS, COST_LIMIT_AXIS
+    from rllib_caps.algorithms.registry import ALGORITHMS, trained_per_threshold
     from rllib_caps.envs.tasks import TASKS
 
     costs = json.loads(args.eval_costs.read_text())["ms_per_step"] if args.eval_costs else None
     rows = []
     for name, entry in ALGORITHMS.items():
-        per_kappa = COST_LIMIT_AXIS in entry.axes
+        per_kappa = trained_per_threshold(entry)
         trials_per_task = PAPER_SEEDS * (3 if per_kappa else 1)
         default_steps = entry.config_class().num_gradient_steps
         steps = sum(trials_per_task * default_steps * (METADRIVE_STEP_FACTOR.get(name, 1)

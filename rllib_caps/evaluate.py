@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rllib_caps.algorithms.caps.fqe import CRITICS, FQESettings, evaluate_critics
 from rllib_caps.core.atomic import OutputNotWritableError, atomic_file
 from rllib_caps.core.checks import check_writable, seed_type
+from rllib_caps.core.critic_variants import CRITICS, CriticVariantsAPI, FQESettings
 from rllib_caps.core.interrupts import interruptible
 from rllib_caps.core.results import format_results_table
 from rllib_caps.core.rollout import episode_seed, evaluate_policy
@@ -46,8 +46,9 @@ def check_task_fits(policy: Any, task: TaskSpec, checkpoint: str, *, allow_misma
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m rllib_caps.evaluate",
-        description="Roll out a trained CAPS or CDT policy on the real simulator at any cost thresholds (no "
-                    "retraining, no Ray) and print raw and DSRL-normalised reward/cost per threshold.",
+        description="Roll out a trained policy that takes κ at deployment (e.g. CAPS, CDT) on the real simulator at "
+                    "any cost thresholds (no retraining, no Ray) and print raw and DSRL-normalised reward/cost per "
+                    "threshold.",
     )
     p.add_argument("--checkpoint", required=True, help="checkpoint directory written by rllib_caps.train")
     p.add_argument("--task", help="task name (default: the one the checkpoint was trained on)")
@@ -77,7 +78,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rllib_caps.algorithms.caps.policy import CAPSPolicy
     from rllib_caps.algorithms.registry import load_policy
     from rllib_caps.data import TransitionDataset
 
@@ -102,9 +102,9 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--head {args.head}: the checkpoint has heads 0 to {policy.num_heads - 1}")
         if args.head is not None and critics != ["offline"]:
             raise ValueError("--head acts with one head, no critic is read: leave out --critic")
-        if critics != ["offline"] and not isinstance(policy, CAPSPolicy):
-            raise ValueError(f"--critic {' '.join(critics)}: only CAPS switches with critics; {args.checkpoint} "
-                             f"holds a {type(policy).__name__}")
+        if critics != ["offline"] and not isinstance(policy, CriticVariantsAPI):
+            raise ValueError(f"--critic {' '.join(critics)}: {args.checkpoint} holds a {type(policy).__name__}, "
+                             "which does not switch with critics")
         dataset = None
         if critics != ["offline"]:
             data = Path(args.data or Path("datasets") / task.name)
@@ -122,11 +122,11 @@ def main(argv: list[str] | None = None) -> int:
     seed = args.seed if args.seed is not None else episode_seed(policy)
     with interruptible("no results were written; the rollouts are deterministic, so the same command gives the "
                        "same figures"):
-        if args.head is not None or not isinstance(policy, CAPSPolicy):
+        if args.head is not None or not isinstance(policy, CriticVariantsAPI):
             results = {"offline": evaluate_policy(policy, task, thresholds, args.episodes, seed=seed,
                                                   fixed_head=args.head)}
         else:
-            results = evaluate_critics(policy, dataset, task, thresholds, args.episodes, critics, settings, seed=seed)
+            results = policy.evaluate_critics(dataset, task, thresholds, args.episodes, critics, settings, seed=seed)
     payload = json.dumps(results[critics[0]] if len(critics) == 1 else results, indent=2)
     if args.out:
         try:

@@ -16,7 +16,15 @@ from typing import Any
 
 from tqdm import tqdm
 
-from rllib_caps.algorithms.registry import ALGORITHMS, COST_LIMIT_AXIS, build_config, get_algorithm
+from rllib_caps.algorithms.registry import (
+    ALGORITHMS,
+    DEFAULT_ALGORITHM,
+    build_config,
+    defaults_text,
+    get_algorithm,
+    names_where,
+    trained_per_threshold,
+)
 from rllib_caps.core.atomic import OutputExistsError, OutputNotWritableError, atomic_directory
 from rllib_caps.core.checks import number_type, seed_type
 from rllib_caps.core.console import divert_library_notices
@@ -46,39 +54,47 @@ def train(config: Any, *, progress: bool = True) -> tuple[Any, dict[str, Any]]:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m rllib_caps.train",
-        description="Train an offline safe RL algorithm (default CAPS; or a baseline, e.g. --algo bc-safe "
-                    "--cost-limit 20) on one converted dataset, evaluate it at the task's cost thresholds (or at its "
-                    "own --cost-limit) on the real simulator, and save an RLlib checkpoint. Settings left out keep "
-                    "the algorithm config's defaults (the paper's or OSRL's hyperparameters).",
+        description=f"Train an offline safe RL algorithm (default {DEFAULT_ALGORITHM}; or another, e.g. --algo "
+                    "bc-safe --cost-limit 20) on one converted dataset, evaluate it at the task's cost thresholds "
+                    "(or at its own --cost-limit) on the real simulator, and save an RLlib checkpoint. Settings left "
+                    "out keep the algorithm config's defaults (the paper's or OSRL's hyperparameters).",
     )
-    p.add_argument("--algo", default="caps", choices=sorted(ALGORITHMS), help="algorithm (default caps)")
+    p.add_argument("--algo", default=DEFAULT_ALGORITHM, choices=list(ALGORITHMS),
+                   help=f"algorithm [{DEFAULT_ALGORITHM}]")
     p.add_argument("--task", required=True, help="task short name or DSRL id, e.g. BallCircle")
     p.add_argument("--data", required=True, help="converted dataset directory (from data_conversion.dsrl_to_parquet)")
     p.add_argument("--out", required=True, help="checkpoint directory to write (atomically)")
     p.add_argument("--seed", type=seed_type, default=0, help="training seed, an integer in [0, 2**32) (default 0)")
     p.add_argument("--backbone", choices=("iql", "sacbc"),
-                   help="CAPS's offline RL backbone: IQL or SAC+BC (docs/paper.md, Training) [iql]")
+                   help="CAPS's offline RL backbone: IQL or SAC+BC (docs/paper.md, Training) "
+                        f"[{defaults_text('backbone')}]")
     p.add_argument("--cost-limit", type=float,
-                   help="κ for the algorithms trained for one cost limit (required by bc-safe, bearl, cpq; "
-                        "bc-all without it is evaluated at every threshold of the task); CAPS and CDT take κ at "
-                        "deployment")
-    p.add_argument("--heads", type=int, help="CAPS: number of policy heads K >= 2 [2]")
-    p.add_argument("--steps", type=int, help="gradient steps [100000, the paper's]")
+                   help=f"κ for the algorithms trained for one cost limit (required by "
+                        f"{names_where(trained_per_threshold)}; an algorithm that ignores κ in training is evaluated "
+                        f"at every threshold of the task without it); "
+                        f"{names_where(lambda e: e.threshold_at_deployment)} take κ at deployment")
+    p.add_argument("--heads", type=int, help=f"CAPS: number of policy heads K >= 2 [{defaults_text('heads')}]")
+    p.add_argument("--steps", type=int, help=f"gradient steps [{defaults_text('steps')}]")
     p.add_argument("--implementation", choices=("paper", "code"),
-                   help="the paper's equations or the authors' code behaviour (docs/paper.md) [paper]")
+                   help="the paper's equations or the authors' code behaviour (docs/paper.md) "
+                        f"[{defaults_text('implementation')}]")
     p.add_argument("--time-limit", choices=TIME_LIMITS,
                    help="how the critics treat time-outs: bootstrap through them, treat them as terminal, or "
-                        "terminal with the remaining time as a critic input (docs/paper.md) [bootstrap]")
+                        "terminal with the remaining time as a critic input (docs/paper.md) "
+                        f"[{defaults_text('time_limit')}]")
     p.add_argument("--actor-time", action="store_true", default=None,
                    help="CAPS with --time-limit time_aware: the actor heads also see the remaining time")
     p.add_argument("--cost-gamma", type=float,
                    help="CAPS: the cost critics' discount; 1.0 (with --time-limit terminal or time_aware) makes Q^c "
                         "the undiscounted cost-to-go, compared with the budget left itself [the reward's γ, 0.99]")
-    p.add_argument("--hidden", type=int, nargs="+", help="hidden layer sizes [512 512]")
-    p.add_argument("--batch-size", type=int, help="minibatch size per learner [512]")
-    p.add_argument("--updates-per-iteration", type=int, help="gradient steps per RLlib iteration [1000]")
-    p.add_argument("--eval-episodes", type=int, help="episodes per threshold, 0: skip evaluation [20]")
-    p.add_argument("--eval-runners", type=int, help="remote evaluation EnvRunners, 0: in-process [0]")
+    p.add_argument("--hidden", type=int, nargs="+", help=f"hidden layer sizes [{defaults_text('hidden')}]")
+    p.add_argument("--batch-size", type=int, help=f"minibatch size per learner [{defaults_text('batch_size')}]")
+    p.add_argument("--updates-per-iteration", type=int,
+                   help=f"gradient steps per RLlib iteration [{defaults_text('updates_per_iteration')}]")
+    p.add_argument("--eval-episodes", type=int,
+                   help=f"episodes per threshold, 0: skip evaluation [{defaults_text('eval_episodes')}]")
+    p.add_argument("--eval-runners", type=int,
+                   help=f"remote evaluation EnvRunners, 0: in-process [{defaults_text('eval_runners')}]")
     p.add_argument("--num-gpus", type=number_type(minimum=0), default=0.0,
                    help="GPUs for the learner, fractions allowed [0]")
     p.add_argument("--allow-task-mismatch", action="store_true",
@@ -124,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
             check_dataset(args.data, task=spec.name, obs_dim=spec.obs_dim, act_dim=spec.act_dim,
                           allow_task_mismatch=args.allow_task_mismatch, verify=args.verify)
             check_gpus(args.num_gpus)
-            if args.cost_limit is None and COST_LIMIT_AXIS in get_algorithm(args.algo).axes:
+            if args.cost_limit is None and trained_per_threshold(get_algorithm(args.algo)):
                 raise ValueError(f"--cost-limit is required: {args.algo} is trained for one cost limit κ (the "
                                  f"paper trains one per threshold of {spec.name}: {spec.thresholds})")
             if args.eval_episodes is not None and args.eval_episodes < 0:

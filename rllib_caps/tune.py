@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rllib_caps.algorithms.registry import ALGORITHMS
+from rllib_caps.algorithms.registry import ALGORITHMS, defaults_text, names_where, trained_per_threshold
 from rllib_caps.core.atomic import OutputNotWritableError
 from rllib_caps.core.checks import check_writable, seed_type
 from rllib_caps.core.console import divert_library_notices
@@ -73,10 +73,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m rllib_caps.tune",
         description="Train and evaluate CAPS and the baselines on Ray Tune: one trial per algorithm × task × seed × "
-                    "its axis (grid): K for CAPS, whose one policy is evaluated at the task's three cost thresholds; "
-                    "κ for the baselines trained once per threshold (bc-safe, bearl, cpq), each evaluated at its own "
-                    "κ; bc-all trains once and is evaluated at every κ. Or an Optuna search over CAPS's β and the "
-                    "middle heads' λ (--search optuna). At the end the paper's table (normalised reward and cost per "
+                    "its axes (grid): K for CAPS, whose one policy is evaluated at the task's three cost thresholds; "
+                    f"κ for the algorithms trained once per threshold ({names_where(trained_per_threshold)}), each "
+                    "evaluated at its own κ; the others train once and are evaluated at every κ. Or an Optuna search "
+                    f"over the searchable settings of one algorithm ({names_where(lambda e: bool(e.searchable))}) "
+                    "(--search optuna). At the end the paper's table (normalised reward and cost per "
                     "algorithm, mean ± 95% CI over seeds, safe marks, suite averages, safe counts) is printed and "
                     "written next to the trials.",
         epilog="Every option can also be set in the --config YAML under its long name with underscores "
@@ -111,7 +112,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="first fetch and convert the tasks' missing datasets into --data-root, on the sweep's Ray "
                         "cluster, before any trial starts; SOURCE: hf (DSRL's Hub repo, the default), a directory "
                         "of DSRL files, or an http(s) URL prefix (see python -m data_conversion.fetch)")
-    g.add_argument("--steps", type=option_type("steps"), help="gradient steps per trial (overrides training.steps)")
+    g.add_argument("--steps", type=option_type("steps"),
+                   help=f"gradient steps per trial (overrides training.steps) [{defaults_text('steps')}]")
     g.add_argument("--time-limit", choices=TIME_LIMITS, help="how the critics treat time-outs (overrides "
                    "training.time_limit; docs/paper.md, choice 7)")
     g.add_argument("--eval-episodes", type=option_type("eval_episodes"),
@@ -123,7 +125,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="print the planned grid (algorithms × tasks × seeds × K or κ) and its trial count; run nothing")
     g.add_argument("--cost-limits", action=argparse.BooleanOptionalAction, default=None,
                    help="end with the paper's cost-limit table: every checkpoint of an algorithm that takes κ at "
-                        "deployment (CAPS, CDT) evaluated at the limit sets {5,10} … {40,80} without retraining "
+                        f"deployment ({names_where(lambda e: e.threshold_at_deployment)}) evaluated at the limit sets "
+                        "{5,10} … {40,80} without retraining "
                         "[on when the sweep has such an algorithm]")
     g = p.add_argument_group("where results go")
     g.add_argument("--storage", help=f"results directory [{d.storage}]")
@@ -170,8 +173,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         options = resolve_options(args)
         tasks = options.task_specs()
-        if options.search and options.algos != ["caps"]:
-            raise SweepError(f"--search {options.search} tunes CAPS only; got --algos {' '.join(options.algos)}")
+        searchable = [name for name in ALGORITHMS if ALGORITHMS[name].searchable]
+        if options.search and (len(options.algos) != 1 or options.algos[0] not in searchable):
+            raise SweepError(f"--search {options.search} tunes one algorithm with searchable settings "
+                             f"({', '.join(searchable)}); got --algos {' '.join(options.algos)}")
         if options.dry_run:
             print(describe_grid(options, tasks))
             return 0

@@ -57,7 +57,7 @@ def test_grid_has_backbone_and_actor_axes_and_trials_train_what_they_say(data_ro
     assert not any("critic" in v for v in variants)  # critics: no extra training
     assert setup["critics"] == ["offline", "fqe-reward"]
     check_trials(options, options.task_specs(), setup)  # every (K, backbone, actor) builds and validates
-    base = {"task": "BallCircle", "heads": 4, "seed": 0, "setup": setup}
+    base = {"algo": "caps", "task": "BallCircle", "heads": 4, "seed": 0, "setup": setup}
     assert trial_config({**base, "actor": "separate"}).shared_actor is False
     assert trial_config({**base, "actor": "shared"}).shared_actor is True
     assert trial_config({**base, "backbone": "iql"}).backbone == "iql"

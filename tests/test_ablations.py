@@ -89,11 +89,12 @@ def test_critic_variants_of_one_trial_become_records_and_the_report_writes_ablat
         variants = {"offline": evaluation(0.5 + seed / 10, 0.5), "fqe-reward": evaluation(0.6, 0.7),
                     "fqe-both": evaluation(0.2, 0.1)}
         _write_trial(experiment, f"BallCircle_K2_seed{seed}",
-                     {"task": "BallCircle", "heads": 2, "seed": seed, "backbone": "iql", "actor": "shared",
-                      "setup": {}},
+                     {"algo": "caps", "task": "BallCircle", "heads": 2, "seed": seed, "backbone": "iql",
+                      "actor": "shared", "setup": {}},
                      [{"training_iteration": 1}, {"training_iteration": 2, "evaluation": {"dsrl": evaluation(0, 0)},
                                                   CRITIC_RESULTS: variants}])
-    _write_trial(experiment, "BallCircle_K4_seed0", {"task": "BallCircle", "heads": 4, "seed": 0, "setup": {}},
+    _write_trial(experiment, "BallCircle_K4_seed0",
+                 {"algo": "caps", "task": "BallCircle", "heads": 4, "seed": 0, "setup": {}},
                  [{"training_iteration": 2, "evaluation": {"dsrl": evaluation(0.3, 0.3)}}])
     records, unfinished = load_trials(experiment)
     assert unfinished == []

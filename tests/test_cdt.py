@@ -324,7 +324,7 @@ def test_checkpoint_round_trip_deploys_the_same_policy(ray_session, tmp_path: Pa
     batch = {k: torch.from_numpy(v[None]) for k, v in context.window().items()}
     assert np.allclose(action, module.eval().transformer.act(batch).numpy()[0], atol=1e-6)
     assert evaluate_main(["--checkpoint", str(tmp_path / "ckpt"), "--critic", "fqe-reward"]) == 2
-    assert "only CAPS switches with critics" in capsys.readouterr().err
+    assert "which does not switch with critics" in capsys.readouterr().err
 
 
 @pytest.mark.slow

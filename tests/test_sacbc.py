@@ -158,6 +158,6 @@ def test_module_temperature_heads_and_defaults() -> None:
 def test_sweep_yaml_training_settings_choose_the_backbone() -> None:
     setup = {"data_root": str(BUNDLED.parent), "overrides": {}, "resources": {"cpus": 1, "gpus": 0},
              "training": {"backbone": "sacbc", "steps": 10, "hidden": [16, 16], "eval_episodes": 1}}
-    config = trial_config({"task": "BallCircle", "heads": 2, "seed": 0, "setup": setup})
+    config = trial_config({"algo": "caps", "task": "BallCircle", "heads": 2, "seed": 0, "setup": setup})
     config.validate()
     assert config.backbone == "sacbc" and config.model_config["backbone"] == "sacbc"

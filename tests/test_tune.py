@@ -185,7 +185,7 @@ def test_grid_gives_caps_its_heads_and_per_threshold_algorithms_the_tasks_thresh
     assert (config.cost_limit, config.thresholds, config.seed, config.num_gradient_steps) == (20.0, [20.0], 10, 20)
     assert trial_name(trial, "x_00001") == "bc-safe_BallCircle_kappa20_seed10_x_00001"
     caps = {"variant": {"algo": "caps", "task": "BallCircle", "heads": 4}, "seed": 0, "setup": setup}
-    assert trial_config(caps).awr_beta == 2.0 and trial_name(caps, "y") == "BallCircle_K4_seed0_y"
+    assert trial_config(caps).awr_beta == 2.0 and trial_name(caps, "y") == "caps_BallCircle_K4_seed0_y"
     assert settings_for("bc-safe", {"awr_beta": 1, "steps": 5, "eval_episodes": 2}) == {"steps": 5,
                                                                                          "eval_episodes": 2}
     assert unknown_settings(["caps", "bc-safe"], {"awr_beta": 1, "stpes": 5}) == ["stpes"]
@@ -200,7 +200,7 @@ def test_dry_run_prints_the_grid_without_starting_ray(tmp_path: Path, capsys: py
     assert "algorithms caps bc-safe × 1 task(s) × 3 seed(s)" in out and "total: 12 trials" in out
     assert not (tmp_path / "results").exists()
     assert main(["--algos", "caps", "bc-safe", "--search", "optuna", "--dry-run"]) == 2
-    assert "tunes CAPS only" in capsys.readouterr().err
+    assert "tunes one algorithm with searchable settings (caps)" in capsys.readouterr().err
     config.write_text("algos: [caps, bc-sfae]\n")
     with pytest.raises(SweepError, match="unknown algorithm 'bc-sfae'"):
         resolve_options(parse_args(["--config", str(config)]))

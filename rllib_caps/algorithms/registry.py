@@ -5,11 +5,14 @@ Importing this module imports neither Ray nor any algorithm; ``config_class`` is
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from rllib_caps.core.critic_variants import CRITICS, CriticVariantsAPI
 
 # Friendly setting names (CLI flags, the sweep YAML's `training`) -> the config attributes they set.
 SETTING_ALIASES = {
@@ -29,6 +32,18 @@ COST_LIMIT_AXIS = "cost_limit"  # the sweep axis of per-threshold algorithms: th
 
 
 @dataclass(frozen=True)
+class AblationAxis:
+    """One ablation table of the report (``report.ablations``): its records' values of ``name`` side by side, the
+    other axes held at their reference."""
+
+    name: str  # the TrialRecord attribute
+    title: str
+    label: Callable[[Any], str]  # a value's column label
+    reference: Any  # held fixed while another axis varies, when the sweep has it
+    order: tuple[Any, ...] = ()  # the columns' order (values not listed follow, sorted)
+
+
+@dataclass(frozen=True)
 class AlgorithmEntry:
     """One algorithm: how to build its config, how to label its trials, what a search may tune, whether the
     cost limit κ is chosen at deployment (one policy for every κ) or at training time, and the sweep's grid
@@ -43,6 +58,7 @@ class AlgorithmEntry:
     title: str = ""  # the report's column title (default: the name)
     axes: tuple[str, ...] = ()  # sweep grid axes besides task and seed
     policy_path: str = ""  # "module:ClassName" of its Ray-free deployable policy (core.rollout), if it has one
+    ablations: tuple[AblationAxis, ...] = ()  # the report's ablation tables over its trials
 
     @property
     def display_name(self) -> str:
@@ -51,6 +67,11 @@ class AlgorithmEntry:
     @property
     def config_class(self) -> type:
         return _resolve(self.config_path)
+
+    @property
+    def evaluates_critics(self) -> bool:
+        """Whether its deployable policy can also act with critics fitted after training (``CriticVariantsAPI``)."""
+        return bool(self.policy_path) and issubclass(self.policy_class, CriticVariantsAPI)
 
     @property
     def policy_class(self) -> type:
@@ -85,6 +106,18 @@ def _caps_label(params: Mapping[str, Any]) -> str:
     return label
 
 
+CAPS_ABLATIONS = (
+    AblationAxis("heads", "number of heads K", lambda k: f"K={k}", 2),
+    AblationAxis("actor", "shared vs separate actors", lambda a: f"{a} actor", AXIS_DEFAULTS["actor"],
+                 ("shared", "separate")),
+    AblationAxis("backbone", "IQL vs SAC+BC", lambda b: {"iql": "CAPS(IQL)", "sacbc": "CAPS(SAC+BC)"}.get(b, b),
+                 AXIS_DEFAULTS["backbone"], ("iql", "sacbc")),
+    AblationAxis("critic", "offline critics vs FQE",
+                 lambda c: {"offline": "offline critics", "fqe-reward": "FQE reward + offline cost",
+                            "fqe-both": "FQE reward and cost"}.get(c, c), AXIS_DEFAULTS["critic"], CRITICS),
+)
+
+
 def fixed_label(label: str) -> Callable[[Mapping[str, Any]], str]:
     """The trial label of an algorithm whose trials differ only in seed and κ (both averaged in the report)."""
     return lambda params: label
@@ -94,7 +127,7 @@ ALGORITHMS: dict[str, AlgorithmEntry] = {
     "caps": AlgorithmEntry(name="caps", config_path="rllib_caps.algorithms.caps.caps:CAPSConfig",
                            trial_label=_caps_label, searchable=("awr_beta", "lambdas"), threshold_at_deployment=True,
                            title="CAPS", axes=("heads", "backbone", "actor"),
-                           policy_path="rllib_caps.algorithms.caps.policy:CAPSPolicy"),
+                           policy_path="rllib_caps.algorithms.caps.policy:CAPSPolicy", ablations=CAPS_ABLATIONS),
     # BC-All ignores κ in training: one model per seed, evaluated at every threshold (docs/baselines.md).
     "bc-all": AlgorithmEntry(name="bc-all", config_path="rllib_caps.algorithms.bc.bc:BCConfig",
                              trial_label=fixed_label("BC-All"), searchable=(), threshold_at_deployment=False,
@@ -119,11 +152,47 @@ ALGORITHMS: dict[str, AlgorithmEntry] = {
 }
 
 
+DEFAULT_ALGORITHM = "caps"  # what the CLIs train and sweep when no --algo/--algos is given
+
+
 def get_algorithm(name: str) -> AlgorithmEntry:
     try:
         return ALGORITHMS[name.lower()]
     except KeyError:
         raise ValueError(f"unknown algorithm {name!r}; known: {', '.join(ALGORITHMS)}") from None
+
+
+@functools.cache
+def default_config(name: str) -> Any:
+    """A config of the algorithm with every default (built once per process)."""
+    return get_algorithm(name).config_class()
+
+
+def defaults_text(setting: str) -> str:
+    """The config classes' defaults of ``setting`` (a friendly or attribute name) for help texts: the one value when
+    every algorithm that has the setting agrees, else e.g. ``100000 (caps, cpq); 300000 (bearl)``. A config's
+    ``resolved_<setting>`` property, where it has one, gives the value in effect (e.g. ``resolved_time_limit``)."""
+    attribute = SETTING_ALIASES.get(setting, setting)
+    groups: dict[str, list[str]] = {}
+    for name in ALGORITHMS:
+        config = default_config(name)
+        value = getattr(config, f"resolved_{attribute}", getattr(config, attribute, None))
+        if value is not None:
+            text = " ".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
+            groups.setdefault(text, []).append(name)
+    if len(groups) == 1:
+        return next(iter(groups))
+    return "; ".join(f"{value} ({', '.join(names)})" for value, names in groups.items())
+
+
+def names_where(predicate: Callable[[AlgorithmEntry], bool]) -> str:
+    """``bc-safe, bearl, cpq, coptidice``: the registry names of the entries for which ``predicate`` holds."""
+    return ", ".join(name for name, entry in ALGORITHMS.items() if predicate(entry))
+
+
+def trained_per_threshold(entry: AlgorithmEntry) -> bool:
+    """Whether the algorithm trains one model per cost limit κ (its sweep axis is ``COST_LIMIT_AXIS``)."""
+    return COST_LIMIT_AXIS in entry.axes
 
 
 def load_policy(checkpoint: str | Path, algo: str | None = None, *, verify: bool = True) -> Any:

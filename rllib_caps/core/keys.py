@@ -7,7 +7,6 @@ COST_SPENT = "cost_spent"  # c_<t: undiscounted cost incurred so far in the epis
 STEP = "step"  # t: 0-based step index within the episode
 HEAD = "head"  # extra model output: which policy head acted (0 for single-policy algorithms)
 RESULTS_KEY = "dsrl"  # evaluation/dsrl/...: the DSRL-scored results per threshold (rllib_caps.core.evaluation)
-LEGACY_RESULTS_KEY = "caps"  # where results written before the 0.2 layout keep them
 EVALUATION_FILE = "evaluation.json"  # in a checkpoint of the train CLI: its evaluation/dsrl results
 TIME_LIMITS = ("bootstrap", "terminal", "time_aware")  # how critics treat time-outs (rllib_caps.core.time_limit)
 
@@ -17,7 +16,3 @@ Q_DATA, QC_DATA = "q_data", "qc_data"  # every critic net at the dataset's (s, a
 Q_NEXT, QC_NEXT = "q_next", "qc_next"  # target critics at s' and next actions (shapes per algorithm)
 Q_PI, QC_PI = "q_pi", "qc_pi"  # critics (parameters frozen) at the policy's action (shapes per algorithm)
 LOG_ALPHA, PID_INTEGRAL, PID_ERROR = "log_alpha", "pid_integral", "pid_error"  # multiplier state before this step
-
-# Critics the CAPS switching rule reads: the offline ones, FQE Q̂^r with the offline Q^c, FQE Q̂^r and Q̂^c
-# (rllib_caps.algorithms.caps.fqe)
-CRITICS = ("offline", "fqe-reward", "fqe-both")

@@ -18,30 +18,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rllib_caps.algorithms.registry import AXIS_DEFAULTS
+from rllib_caps.algorithms.registry import AblationAxis, get_algorithm
 from rllib_caps.report.records import TrialRecord
 from rllib_caps.report.stats import CONFIDENCE, mean_ci
-
-
-@dataclass(frozen=True)
-class Axis:
-    name: str  # the TrialRecord attribute
-    title: str
-    label: Callable[[Any], str]  # a value's column label
-    reference: Any  # held fixed while another axis varies, when the sweep has it
-
-
-AXES = (
-    Axis("heads", "number of heads K", lambda k: f"K={k}", 2),
-    Axis("actor", "shared vs separate actors", lambda a: f"{a} actor", AXIS_DEFAULTS["actor"]),
-    Axis("backbone", "IQL vs SAC+BC", lambda b: {"iql": "CAPS(IQL)", "sacbc": "CAPS(SAC+BC)"}.get(b, b),
-         AXIS_DEFAULTS["backbone"]),
-    Axis("critic", "offline critics vs FQE",
-         lambda c: {"offline": "offline critics", "fqe-reward": "FQE reward + offline cost",
-                    "fqe-both": "FQE reward and cost"}.get(c, c), AXIS_DEFAULTS["critic"]),
-)
-AXIS_ORDER = {"heads": None, "actor": ("shared", "separate"), "backbone": ("iql", "sacbc"),
-              "critic": ("offline", "fqe-reward", "fqe-both")}
 
 
 @dataclass(frozen=True)
@@ -72,7 +51,7 @@ class Cell:
 
 @dataclass(frozen=True)
 class AblationTable:
-    axis: Axis
+    axis: AblationAxis
     values: list[Any]
     fixed: dict[str, Any]  # the other axes' values
     tasks: list[str]
@@ -91,9 +70,9 @@ class AblationTable:
                 "Unsafe (mean cost > 1) marked ✗; the best safe value of each task in bold.")
 
 
-def _order(axis: str, values: Iterable[Any]) -> list[Any]:
-    known = AXIS_ORDER[axis]
-    return sorted(set(values), key=lambda v: (known.index(v), "") if known and v in known else (len(known or ()), v))
+def _order(axis: AblationAxis, values: Iterable[Any]) -> list[Any]:
+    known = axis.order
+    return sorted(set(values), key=lambda v: (known.index(v), "") if v in known else (len(known), v))
 
 
 def _cell(records: Sequence[TrialRecord]) -> Cell:
@@ -109,13 +88,22 @@ def _cell(records: Sequence[TrialRecord]) -> Cell:
 
 
 def ablation_tables(records: Iterable[TrialRecord]) -> list[AblationTable]:
-    """One table per axis with two or more values among the CAPS records, in the order of ``AXES``."""
-    records = [r for r in records if r.algo == "caps"]
-    present = {axis.name: _order(axis.name, (getattr(r, axis.name) for r in records)) for axis in AXES}
-    reference = {axis.name: axis.reference if axis.reference in present[axis.name] else present[axis.name][0]
-                 for axis in AXES if present[axis.name]}
+    """For each algorithm whose registry entry has ablation axes (``AlgorithmEntry.ablations``), one table per axis
+    on which its records take two or more values, in the entry's order."""
+    records = list(records)
     tables = []
-    for axis in AXES:
+    for algo in dict.fromkeys(r.algo for r in records):
+        axes = get_algorithm(algo).ablations
+        tables += _tables([r for r in records if r.algo == algo], axes) if axes else []
+    return tables
+
+
+def _tables(records: list[TrialRecord], axes: Sequence[AblationAxis]) -> list[AblationTable]:
+    present = {axis.name: _order(axis, (getattr(r, axis.name) for r in records)) for axis in axes}
+    reference = {axis.name: axis.reference if axis.reference in present[axis.name] else present[axis.name][0]
+                 for axis in axes if present[axis.name]}
+    tables = []
+    for axis in axes:
         if len(present[axis.name]) < 2:
             continue
         fixed = {name: value for name, value in reference.items() if name != axis.name}

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rllib_caps.algorithms.registry import AXIS_DEFAULTS, get_algorithm
-from rllib_caps.core.keys import EVALUATION_FILE, LEGACY_RESULTS_KEY, RESULTS_KEY
+from rllib_caps.core.keys import EVALUATION_FILE, RESULTS_KEY
 from rllib_caps.envs import get_task
 
 logger = logging.getLogger("rllib_caps.report")
@@ -33,9 +33,8 @@ class ReportError(ValueError):
 
 
 def trial_params(params: Mapping[str, Any]) -> dict[str, Any]:
-    """A trial's params with its ``variant`` (if any) merged into the top level, ``algo`` defaulting to caps."""
-    flat = {"algo": "caps", **{k: v for k, v in params.items() if k != VARIANT}, **(params.get(VARIANT) or {})}
-    return flat
+    """A trial's params with its ``variant`` (if any) merged into the top level."""
+    return {**{k: v for k, v in params.items() if k != VARIANT}, **(params.get(VARIANT) or {})}
 
 
 def trial_seed(params: Mapping[str, Any]) -> int:
@@ -98,8 +97,7 @@ def last_evaluation(results: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The ``evaluation/dsrl`` of the last result that has one (None for an unfinished trial)."""
     evaluation = None
     for result in results:
-        found = result.get("evaluation", {}).get(RESULTS_KEY) or result.get("evaluation", {}).get(LEGACY_RESULTS_KEY)
-        evaluation = found or evaluation
+        evaluation = result.get("evaluation", {}).get(RESULTS_KEY) or evaluation
     return evaluation
 
 
@@ -155,6 +153,9 @@ def load_trials(experiment_dir: str | Path) -> tuple[list[TrialRecord], list[Pat
             if config not in finished_configs:
                 unfinished.append(trial_dir)
             continue
+        if "algo" not in params:
+            raise ReportError(f"{trial_dir / 'params.json'}: no algo: written by an rllib-caps before 0.2, whose "
+                              "results this version does not read; run the sweep again")
         try:
             algo = get_algorithm(params["algo"])
         except ValueError as err:

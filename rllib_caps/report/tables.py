@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from rllib_caps.algorithms.registry import ALGORITHMS
+from rllib_caps.algorithms.registry import ALGORITHMS, trained_per_threshold
 from rllib_caps.envs import SUITES, get_task
 from rllib_caps.report.records import ReportError, TrialRecord
 from rllib_caps.report.stats import CONFIDENCE, mean_ci
@@ -39,8 +39,8 @@ class Row:
     per_threshold: dict[float, tuple[float, float]]  # κ -> (normalised reward, normalised cost)
     head_usage: dict[float, list[float]]  # κ -> fraction of steps per head
     seed_points: list[tuple[float, float]]  # per seed (normalised reward, normalised cost)
+    algo: str  # the registry name
     best_safe: bool = False
-    algo: str = "caps"
     label: str = ""  # the registry's configuration label (``TrialRecord.config``)
 
     @property
@@ -217,7 +217,7 @@ def caption(table: MainTable, ci: bool) -> str:
     if ci:
         text += (f" (mean ± half-width of the two-sided {CONFIDENCE:.0%} Student-t confidence interval over "
                  "seeds; none for one seed; suite averages are means of the task means)")
-    if any(r.algo != "caps" for r in table.rows):
+    if any(trained_per_threshold(ALGORITHMS[r.algo]) for r in table.rows):
         text += "; algorithms trained once per κ average their per-κ trials within each seed"
     return text
 

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from rllib_caps.algorithms.registry import get_algorithm
 from rllib_caps.core.atomic import OutputExistsError, OutputNotWritableError, atomic_directory
 from rllib_caps.core.checks import check_writable
 from rllib_caps.envs.metadrive import FIDELITY_NOTE
@@ -50,8 +51,8 @@ class Report:
 
 def build_markdown(table: MainTable, unfinished: Sequence[Path], cost_limits: CostLimitTable | None,
                    ablations: Sequence[AblationTable] = ()) -> str:
-    algos = sorted({r.algo for r in table.rows})
-    title = "CAPS" if algos == ["caps"] else "Main table"
+    algos = sorted({get_algorithm(r.algo).display_name for r in table.rows})
+    title = algos[0] if len(algos) == 1 else "Main table"
     parts = [f"## {title}: normalised reward and cost", "", format_markdown(table, ci=True)]
     for ablation in ablations:
         parts += ["", f"## Ablation: {ablation.axis.title}", "", ablations_md(ablation)]

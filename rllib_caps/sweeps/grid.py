@@ -11,7 +11,7 @@ import itertools
 from collections.abc import Sequence
 from typing import Any
 
-from rllib_caps.algorithms.registry import COST_LIMIT_AXIS, get_algorithm
+from rllib_caps.algorithms.registry import COST_LIMIT_AXIS, get_algorithm, trained_per_threshold
 from rllib_caps.envs import TaskSpec
 from rllib_caps.sweeps.options import SweepError, SweepOptions
 
@@ -60,7 +60,7 @@ def describe_grid(options: SweepOptions, tasks: Sequence[TaskSpec]) -> str:
         else:
             axes = "one model per task and seed"
         deployment = "κ at test time" if entry.threshold_at_deployment else (
-            "trained per κ" if COST_LIMIT_AXIS in entry.axes else "κ ignored in training, evaluated at every κ")
+            "trained per κ" if trained_per_threshold(entry) else "κ ignored in training, evaluated at every κ")
         lines.append(f"  {entry.display_name:<10} {len(mine) * seeds:5d} trials: {len(tasks)} task(s) × "
                      f"{seeds} seed(s) × {axes} ({deployment})")
     lines.append(f"total: {len(variants) * seeds} trials")

@@ -10,9 +10,9 @@ from typing import Any
 
 import yaml
 
-from rllib_caps.algorithms.registry import ALGORITHMS, get_algorithm
+from rllib_caps.algorithms.registry import ALGORITHMS, DEFAULT_ALGORITHM, get_algorithm
 from rllib_caps.core.checks import check_number, check_seed, number_type
-from rllib_caps.core.keys import CRITICS
+from rllib_caps.core.critic_variants import CRITICS
 from rllib_caps.envs import TaskSpec, select_tasks
 
 
@@ -48,14 +48,14 @@ def option_type(key: str) -> Callable[[str], int | float]:
 class SweepOptions:
     """Everything a sweep needs. Each field is a flag (``--data-root``) and a YAML key (``data_root``)."""
 
-    algos: list[str] = field(default_factory=lambda: ["caps"])  # registry names (rllib_caps.algorithms.registry)
+    algos: list[str] = field(default_factory=lambda: [DEFAULT_ALGORITHM])  # registry names
     tasks: str = "BallCircle"
     seeds: list[int] = field(default_factory=lambda: [0, 10, 20])
     heads: list[int] = field(default_factory=lambda: [2])
     backbones: list[str] = field(default_factory=lambda: ["iql"])  # grid axis: CAPSConfig backbone
     actors: list[str] = field(default_factory=lambda: ["shared"])  # grid axis: shared or separate actor bodies
     critics: list[str] = field(default_factory=lambda: ["offline"])  # evaluation variants of every trial (FQE)
-    fqe_steps: int | None = None  # FQE gradient steps per trial [rllib_caps.algorithms.caps.fqe.FQESettings]
+    fqe_steps: int | None = None  # FQE gradient steps per trial [rllib_caps.core.critic_variants.FQESettings]
     data_root: str = "datasets"
     storage: str = "results"
     name: str = "sweep"

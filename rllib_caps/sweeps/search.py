@@ -137,6 +137,7 @@ def run_search(options: SweepOptions) -> Path:
     import ray
 
     tasks = options.task_specs()
+    (algo,) = options.algos  # one algorithm with searchable settings (checked by the tune CLI)
     if options.num_samples < 1:
         raise SweepError(f"--num-samples must be >= 1, got {options.num_samples}")
     experiment_dir = options.experiment_dir
@@ -155,8 +156,8 @@ def run_search(options: SweepOptions) -> Path:
             sub = experiment_dir / f"{task.name}-K{heads}"
             logger.info("Optuna on %s K=%d: %d samples × %d seeds, %d trials at a time; results in %s", task.name,
                         heads, options.num_samples, len(options.seeds), resources.concurrency, sub)
-            run_experiment(options, sub, {"task": task.name, "heads": heads, "seeds": list(options.seeds),
-                                          "setup": setup},
+            run_experiment(options, sub, {"algo": algo, "task": task.name, "heads": heads,
+                                          "seeds": list(options.seeds), "setup": setup},
                            concurrency=resources.concurrency, resume=options.resume and sub.exists(),
                            search_alg=make_searcher(heads, len(options.seeds), options.search_space),
                            num_samples=options.num_samples * len(options.seeds))

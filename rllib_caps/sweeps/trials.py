@@ -1,6 +1,6 @@
 """One trial: its Tune config -> the algorithm config, its metrics, and the Tune trainable and callback.
 
-A trial's Tune config is small: ``algo`` (default ``caps``), ``task``, the algorithm's grid axes (``heads`` for
+A trial's Tune config is small: ``algo``, ``task``, the algorithm's grid axes (``heads`` for
 CAPS, ``cost_limit`` for the per-threshold baselines; ``AlgorithmEntry.axes``), ``seed`` (or ``seeds`` under a
 Repeater), the optional ``search`` values and the sweep-wide ``setup``; a grid sweep nests the first three under
 ``variant`` (``rllib_caps.report.records.trial_params`` flattens it). One trainable, ``SweepTrial``, runs every
@@ -23,10 +23,12 @@ from typing import Any
 from rllib_caps.algorithms.registry import (
     AXIS_DEFAULTS,
     SETTING_ALIASES,
+    AlgorithmEntry,
     build_config,
     canonical_settings,
     get_algorithm,
 )
+from rllib_caps.core.critic_variants import FQESettings
 from rllib_caps.core.keys import RESULTS_KEY
 from rllib_caps.core.rollout import episode_seed
 from rllib_caps.data.schema import DATA_DIR
@@ -139,20 +141,20 @@ def sweep_metrics(evaluation: Mapping[str, Any] | None) -> dict[str, float]:
             "objective": constrained_objective(mean["normalized_reward"], mean["normalized_cost"])}
 
 
-def critic_evaluations(algo: Any, critics: Sequence[str], fqe_steps: int | None) -> dict[str, dict[str, Any]]:
-    """After training: the trained CAPS policy evaluated Ray-free with every critic variant on the same episodes
-    (FQE fitted once on the trial's dataset, on CPU), critic -> results."""
-    from rllib_caps.algorithms.caps.fqe import FQESettings, evaluate_critics
-    from rllib_caps.algorithms.caps.policy import CAPSPolicy
+def critic_evaluations(entry: AlgorithmEntry, algorithm: Any, critics: Sequence[str],
+                       fqe_steps: int | None) -> dict[str, dict[str, Any]]:
+    """After training: the trained policy (whose class implements ``CriticVariantsAPI``) evaluated Ray-free with
+    every critic variant on the same episodes (FQE fitted once on the trial's dataset, on CPU), critic -> results."""
     from rllib_caps.data import TransitionDataset
 
-    config = algo.config
-    policy = CAPSPolicy(copy.deepcopy(algo.get_module()).to("cpu"))
+    config = algorithm.config
+    policy = entry.policy_class(copy.deepcopy(algorithm.get_module()).to("cpu"))
     settings = FQESettings(steps=fqe_steps or FQESettings.steps, seed=int(config.seed or 0))
     logger.info("FQE for %s seed %s: %d steps, then evaluating critics %s", config.task.name, config.seed,
                 settings.steps, list(critics))
-    return evaluate_critics(policy, TransitionDataset.from_parquet(config.input_), config.task, config.thresholds,
-                            config.evaluation_duration, critics, settings, seed=episode_seed(policy), progress=False)
+    return policy.evaluate_critics(TransitionDataset.from_parquet(config.input_), config.task, config.thresholds,
+                                   config.evaluation_duration, critics, settings, seed=episode_seed(policy),
+                                   progress=False)
 
 
 def _define_trial_class() -> type:
@@ -186,10 +188,10 @@ def _define_trial_class() -> type:
         def _build(self, config: dict[str, Any]) -> None:
             built = trial_config(config)
             self._iterations = built.num_iterations
-            # FQE critic variants (--critics) are evaluations of a trained CAPS policy; other algorithms have none.
+            # FQE critic variants (--critics) are evaluations of a trained policy that switches with critics.
             setup = config.get("setup") or {}
-            critics = setup.get("critics") or ["offline"]
-            self._critics = critics if trial_params(config)["algo"] == "caps" else ["offline"]
+            self._entry = get_algorithm(trial_params(config)["algo"])
+            self._critics = (setup.get("critics") or ["offline"]) if self._entry.evaluates_critics else ["offline"]
             self._fqe_steps = setup.get("fqe_steps")
             self.algorithm = built.build_algo()
 
@@ -198,7 +200,8 @@ def _define_trial_class() -> type:
             metrics = sweep_metrics(result.get(EVALUATION_RESULTS, {}).get(RESULTS_KEY))
             done = self.iteration + 1 >= self._iterations
             if done and self._critics != ["offline"]:
-                metrics[CRITIC_RESULTS] = critic_evaluations(self.algorithm, self._critics, self._fqe_steps)
+                metrics[CRITIC_RESULTS] = critic_evaluations(self._entry, self.algorithm, self._critics,
+                                                                       self._fqe_steps)
             return {**metrics, **result, DONE: done}
 
         def save_checkpoint(self, checkpoint_dir: str) -> None:
@@ -256,11 +259,9 @@ def describe_trial(config: Mapping[str, Any]) -> str:
 
 
 def trial_name(config: Mapping[str, Any], trial_id: str) -> str:
-    """``BallCircle_K2_seed0_<id>`` for CAPS (as before baselines existed), ``bc-safe_BallCircle_kappa10_seed0_<id>``
-    for the others."""
+    """``caps_BallCircle_K2_seed0_<id>``, ``bc-safe_BallCircle_kappa10_seed0_<id>``."""
     params = trial_params(config)
-    prefix = [] if params["algo"] == "caps" else [params["algo"]]
-    return "_".join([*prefix, params["task"], *axis_parts(params), f"seed{trial_seed(params)}", trial_id])
+    return "_".join([params["algo"], params["task"], *axis_parts(params), f"seed{trial_seed(params)}", trial_id])
 
 
 def trial_class() -> type:

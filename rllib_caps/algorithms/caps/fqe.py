@@ -14,19 +14,17 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 from torch import nn
 from tqdm import tqdm
 
-from rllib_caps.core.keys import CRITICS
+from rllib_caps.core.critic_variants import CRITICS, FQESettings
 from rllib_caps.core.losses import polyak_update
 from rllib_caps.core.nets import TwinQ
 from rllib_caps.core.optim import adam
 from rllib_caps.core.rollout import evaluate_policy
-from rllib_caps.core.smoke import smoke_test
 from rllib_caps.core.time_limit import episode_ends
 from rllib_caps.data import TransitionDataset
 from rllib_caps.data.schema import ACTIONS, COSTS, NEXT_OBS, OBS, REWARDS, T
@@ -36,30 +34,6 @@ ACTION_CHUNK = 65_536  # dataset rows per actor call when precomputing the heads
 
 Actor = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (obs (B, D), step (B,)) -> head actions (B, K, A)
 CriticInput = Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor]  # (obs, step) -> critic input
-
-
-@dataclass(frozen=True)
-class FQESettings:
-    """FQE hyperparameters; the network sizes and γ come from the evaluated module."""
-
-    steps: int = 20_000
-    batch_size: int = 512
-    lr: float = 3e-4
-    tau: float = 0.005  # Polyak coefficient of the target critics, applied after every step
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        for name in ("steps", "batch_size"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"FQE {name} must be >= 1, got {getattr(self, name)}")
-        if not (self.lr > 0 and 0 < self.tau <= 1):
-            raise ValueError(f"FQE needs lr > 0 and 0 < tau <= 1, got lr={self.lr}, tau={self.tau}")
-
-    def limited(self) -> FQESettings:
-        """Under ``RLLIB_CAPS_SMOKE_TEST``: at most 20 steps of batches of at most 32; otherwise unchanged."""
-        if not smoke_test():
-            return self
-        return replace(self, steps=min(self.steps, 20), batch_size=min(self.batch_size, 32))
 
 
 def fqe_loss(q1: torch.Tensor, q2: torch.Tensor, next_q1: torch.Tensor, next_q2: torch.Tensor,

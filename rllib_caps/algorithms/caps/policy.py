@@ -29,17 +29,20 @@ With ``autoreset_mode=SAME_STEP`` the first observation comes with the ending st
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
 from ray.rllib.core.rl_module.rl_module import RLModule
 
+from rllib_caps.algorithms.caps.fqe import evaluate_critics
 from rllib_caps.core.budget import BudgetTracker, check_budget_input
+from rllib_caps.core.critic_variants import CriticVariantsAPI, FQESettings
 from rllib_caps.core.deployment import DeployedPolicy
 
 
-class CAPSPolicy(DeployedPolicy):
+class CAPSPolicy(DeployedPolicy, CriticVariantsAPI):
     """The CAPS switching policy on CPU; ``budget`` (a ``BudgetTracker``) keeps c_<t and t per episode."""
 
     def __init__(self, module: RLModule, critics: Any = None) -> None:
@@ -50,6 +53,13 @@ class CAPSPolicy(DeployedPolicy):
     @property
     def num_heads(self) -> int:
         return self.module.num_heads
+
+    def evaluate_critics(self, dataset: Any, task: Any, thresholds: Sequence[float], episodes: int,
+                         critics: Sequence[str], settings: FQESettings, *, seed: int = 0,
+                         progress: bool = True) -> dict[str, dict[str, Any]]:
+        """The paper's FQE ablation (``fqe.evaluate_critics``)."""
+        return evaluate_critics(self, dataset, task, thresholds, episodes, critics, settings, seed=seed,
+                                progress=progress)
 
     def reset(self, threshold: float, batch_size: int = 1, fixed_head: int | None = None) -> None:
         """Starts new episode(s) with budget κ = ``threshold`` (undiscounted, in the env's cost units).
