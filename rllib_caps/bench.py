@@ -1,13 +1,15 @@
-"""Benchmark: gradient steps/s of the CAPS RLlib learner vs the same networks and losses in a plain PyTorch loop,
-over a matrix of sizes, in one run (interleaved, so drift on a shared machine hits both sides alike).
+"""Benchmark: gradient steps/s of an algorithm's RLlib learner (default CAPS) vs the same networks and losses in a
+plain PyTorch loop (its registry entry's ``reference_loop``), over a matrix of sizes, in one run (interleaved, so
+drift on a shared machine hits both sides alike).
 
     python -m rllib_caps.bench                                   # hidden 64, 256, 512 x K 2, 8 on CPU, 1 thread
     python -m rllib_caps.bench --hidden 256 --heads 2 --device cuda --json
     python -m rllib_caps.bench --backbone sacbc                  # CAPS(SAC+BC) instead of CAPS(IQL)
     python -m rllib_caps.bench --clock cpu                       # CPU time, not wall time: for a shared machine
 
-Both sides use the same ``DefaultCAPSTorchRLModule``, the same backbone losses (``BACKBONE_LOSSES``), one Adam per
-network group and a Polyak step after every gradient step; only the machinery around them differs (RLlib's
+For CAPS both sides use the same ``DefaultCAPSTorchRLModule``, the same backbone losses, one Adam per network group
+and a Polyak step after every gradient step (``algorithms/caps/plain_loop.py``); only the machinery around them
+differs (RLlib's
 ``Learner.update`` with its batch handling, metrics and hooks, amortised over several steps per call, vs a
 bare loop).
 """
@@ -30,12 +32,11 @@ from typing import Any
 
 import numpy as np
 import torch
+import yaml
 
-from rllib_caps.algorithms.caps.torch.caps_torch_learner import BACKBONE_LOSSES, caps_minibatch, optimizer_groups
-from rllib_caps.core.losses import polyak_update
+from rllib_caps.algorithms.registry import ALGORITHMS, DEFAULT_ALGORITHM
 from rllib_caps.core.offline import MATMUL_PRECISIONS
-from rllib_caps.core.optim import adam
-from rllib_caps.data import TransitionDataset, schema
+from rllib_caps.data import schema
 
 
 def write_synthetic_dataset(directory: Path, rows: int, obs_dim: int, act_dim: int, seed: int = 0) -> Path:
@@ -65,42 +66,6 @@ def rllib_learner_step(config: Any) -> Callable[[int], None]:
     return lambda n: learner.update_from_dataset(num_updates=n)
 
 
-class PlainLoop:
-    """The same module, losses, optimisers and Polyak step as the learner, in a bare PyTorch loop.
-
-    ``initial_state`` (a module state dict with targets) and ``seed`` (of the minibatch sampler) let it start
-    where a learner starts, so it can serve as the learner's step-for-step reference.
-    """
-
-    def __init__(self, config: Any, *, initial_state: dict | None = None, seed: int = 0,
-                 device: str = "cpu") -> None:
-        self.config = config
-        self.module = config.get_rl_module_spec().build()
-        self.module.make_target_networks()
-        if initial_state is not None:
-            self.module.load_state_dict(initial_state)
-        self.module.to(device)
-        self.optimizers = [adam(params, lr)
-                           for params, lr in optimizer_groups(self.module, config).values()]
-        self.dataset = TransitionDataset.from_parquet(config.input_, device=device)
-        self.generator = torch.Generator(device=device).manual_seed(seed)
-        self.settings = config.loss_settings()
-        forward = self.module.forward_train  # compiled as RLlib's torch_compile_learner compiles it
-        self.forward_train = torch.compile(forward) if config.torch_compile_learner else forward
-
-    def __call__(self, n: int) -> None:
-        for _ in range(n):
-            batch = caps_minibatch(self.dataset, self.config.train_batch_size_per_learner, self.generator, self.config)
-            losses = BACKBONE_LOSSES[self.config.backbone](self.forward_train(batch), batch, self.settings)
-            for optimizer in self.optimizers:
-                optimizer.zero_grad(set_to_none=True)
-            sum(losses.values()).backward()
-            for optimizer in self.optimizers:
-                optimizer.step()
-            for online, target in self.module.get_target_network_pairs():
-                polyak_update(online, target, self.config.tau)
-
-
 def measure(step: Callable[[int], None], steps: int, device: str, clock: str = "wall") -> float:
     """Steps/s of ``step(steps)``, by wall time, or with ``clock="cpu"`` by this process's CPU time (CPU device,
     one thread): on a shared machine, time spent waiting for a core is not counted."""
@@ -127,16 +92,16 @@ def loop_names(device: str) -> list[str]:
 def build_loop(name: str, args: argparse.Namespace, data: Path, hidden: int, heads: int, precision: str
                ) -> Callable[[int], None]:
     """One loop of ``loop_names``, built at one size."""
-    from rllib_caps.algorithms.registry import build_config
+    from rllib_caps.algorithms.registry import build_config, get_algorithm
 
     kind, variant = name.split("_")
-    config = build_config("caps", "BallCircle", data, steps=args.steps, heads=heads, hidden=[hidden] * 2,
+    config = build_config(args.algo, "BallCircle", data, steps=args.steps, heads=heads, hidden=[hidden] * 2,
                           batch_size=args.batch, eval_episodes=0, fused_critics=variant == "fused",
                           compile=args.compile, backbone=args.backbone, captured_step=kind == "captured",
                           matmul_precision=precision, num_gpus_per_learner=1 if args.device == "cuda" else 0)
     config.validate()
     if kind == "plain":
-        return PlainLoop(config, device=args.device)
+        return get_algorithm(args.algo).reference_loop_class(config, device=args.device)
     return rllib_learner_step(config)
 
 
@@ -186,7 +151,7 @@ def run_one_after_another(learners: list[Any], n: int) -> None:
 
 
 def run_populations(args: argparse.Namespace, data: Path) -> list[dict[str, Any]]:
-    """One row per population size P: member-steps/s of P CAPS trials (seeds 0 … P−1) trained as one population
+    """One row per population size P: member-steps/s of P trials of ``--algo`` (seeds 0 … P−1) trained as one population
     (``rllib_caps.core.population``; its step captured on CUDA) and of separate RLlib learners, one after another,
     measured interleaved; GPU memory of each; and the ratio. Separate learners run one at a time, so their
     member-steps/s does not depend on P: min(P, 8) of them are measured."""
@@ -196,7 +161,7 @@ def run_populations(args: argparse.Namespace, data: Path) -> list[dict[str, Any]
     hidden, heads, precision = args.hidden[0], args.heads[0], args.precision[0]
 
     def learner(seed: int) -> Any:
-        config = build_config("caps", "BallCircle", data, steps=args.steps, heads=heads, hidden=[hidden] * 2,
+        config = build_config(args.algo, "BallCircle", data, steps=args.steps, heads=heads, hidden=[hidden] * 2,
                               batch_size=args.batch, eval_episodes=0, seed=seed, backbone=args.backbone,
                               matmul_precision=precision, num_gpus_per_learner=1 if args.device == "cuda" else 0)
         config.validate()
@@ -247,18 +212,15 @@ def print_populations(rows: list[dict[str, Any]]) -> None:
 
 PAPER_SEEDS = 3  # seeds 0, 10, 20 per task and algorithm
 PAPER_EVAL_EPISODES = 20  # per threshold
-METADRIVE_STEP_FACTOR = {"caps": 2}  # tune_configs/paper.yaml: CAPS trains 200k steps on MetaDrive
 
 
 def measure_algorithm(name: str, args: argparse.Namespace, data: Path, population: int | None) -> float:
-    """Member-steps/s of one algorithm's RLlib learner at its default sizes (CAPS: K = 2), its step captured where
+    """Member-steps/s of one algorithm's RLlib learner at its default sizes, its step captured where
     the device allows (``captured_step="auto"``); with ``population`` P, of P such trials as one population."""
     from rllib_caps.algorithms.registry import build_config, get_algorithm, trained_per_threshold
     from rllib_caps.core.population import Population
 
-    entry = get_algorithm(name)
-    settings = {"heads": 2} if name == "caps" else {}
-    settings |= {"cost_limit": 20} if trained_per_threshold(entry) else {}
+    settings = {"cost_limit": 20} if trained_per_threshold(get_algorithm(name)) else {}
 
     def learner(seed: int) -> Any:
         config = build_config(name, "BallCircle", data, steps=args.steps, eval_episodes=0, seed=seed,
@@ -277,9 +239,21 @@ def measure_algorithm(name: str, args: argparse.Namespace, data: Path, populatio
                                                  for _ in range(args.repetitions))
 
 
+def grid_steps(algo: str, task: Any, grid: dict[str, Any]) -> int:
+    """The gradient steps of one trial of ``algo`` on ``task`` in a sweep of the YAML ``grid`` (its ``training`` and
+    ``overrides`` resolved as the sweep resolves them; ``{}``: the config's default)."""
+    from rllib_caps.algorithms.registry import canonical_settings, default_config
+    from rllib_caps.sweeps.trials import settings_for, trial_settings
+
+    settings = canonical_settings(settings_for(algo, trial_settings(grid.get("training") or {},
+                                                                    grid.get("overrides") or {}, task, None)))
+    return int(settings.get("num_gradient_steps", default_config(algo).num_gradient_steps))
+
+
 def project_grid(args: argparse.Namespace, data: Path) -> list[dict[str, Any]]:
     """The paper's full grid (every algorithm of the registry, the 38 tasks, 3 seeds, per-κ algorithms once per
-    threshold, each config's default gradient steps, 20 evaluation episodes per threshold), one row per algorithm:
+    threshold, each config's default gradient steps or those of ``--grid-config``, 20 evaluation episodes per
+    threshold), one row per algorithm:
     trials, gradient steps, measured member-steps/s (separate trials, and populations of each task's trials where
     the algorithm can form one), GPU-hours of training and CPU-hours of evaluation (``--eval-costs``: ms per
     environment step per suite, from ``benchmarks/bench_eval_rollouts.py``)."""
@@ -287,14 +261,12 @@ def project_grid(args: argparse.Namespace, data: Path) -> list[dict[str, Any]]:
     from rllib_caps.envs.tasks import TASKS
 
     costs = json.loads(args.eval_costs.read_text())["ms_per_step"] if args.eval_costs else None
+    grid = yaml.safe_load(args.grid_config.read_text()) if args.grid_config else {}
     rows = []
     for name, entry in ALGORITHMS.items():
         per_kappa = trained_per_threshold(entry)
         trials_per_task = PAPER_SEEDS * (3 if per_kappa else 1)
-        default_steps = entry.config_class().num_gradient_steps
-        steps = sum(trials_per_task * default_steps * (METADRIVE_STEP_FACTOR.get(name, 1)
-                                                       if task.suite == "metadrive" else 1)
-                    for task in TASKS.values())
+        steps = sum(trials_per_task * grid_steps(name, task, grid) for task in TASKS.values())
         eval_steps = {suite: sum(trials_per_task * PAPER_EVAL_EPISODES * (1 if per_kappa else 3)
                                  * task.max_episode_steps for task in TASKS.values() if task.suite == suite)
                       for suite in {task.suite for task in TASKS.values()}}
@@ -357,9 +329,12 @@ def print_matrix(rows: list[dict[str, Any]], device: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m rllib_caps.bench", description=__doc__.split("\n\n")[0])
+    with_loops = [name for name, entry in ALGORITHMS.items() if entry.reference_loop]
+    p.add_argument("--algo", default=DEFAULT_ALGORITHM, choices=with_loops,
+                   help=f"the algorithm of the matrix and of --population [{DEFAULT_ALGORITHM}]")
     p.add_argument("--hidden", type=int, nargs="+", default=[64, 256, 512], help="hidden widths (2 layers)")
     p.add_argument("--heads", type=int, nargs="+", default=[2, 8], help="numbers of heads K")
-    p.add_argument("--backbone", choices=("iql", "sacbc"), default="iql", help="CAPS backbone (default iql)")
+    p.add_argument("--backbone", choices=("iql", "sacbc"), default="iql", help="CAPS's backbone [iql]")
     p.add_argument("--batch", type=int, default=256, help="minibatch size")
     p.add_argument("--steps", type=int, default=64, help="gradient steps per measurement")
     p.add_argument("--repetitions", type=int, default=5, help="interleaved measurements per loop")
@@ -375,11 +350,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--compile", action="store_true",
                    help="torch.compile the forward pass and losses of both loops (RLlib's torch_compile_learner)")
     p.add_argument("--population", type=int, nargs="+", metavar="P",
-                   help="instead of the matrix: populations of P CAPS trials trained as one vmapped program against "
+                   help="instead of the matrix: populations of P trials trained as one vmapped program against "
                         "separate learners, at the first --hidden, --heads and --precision")
     p.add_argument("--project-grid", action="store_true",
                    help="instead of the matrix: measure every algorithm's learner (one trial, and a population of a "
                         "task's trials) at its default sizes and project the paper's full grid on 1 and 4 GPUs")
+    p.add_argument("--grid-config", type=Path, metavar="YAML",
+                   help="--project-grid: the sweep YAML whose training steps (and per-suite overrides) the grid "
+                        "trains, e.g. tune_configs/paper.yaml [each algorithm's default steps]")
     p.add_argument("--eval-costs", type=Path, metavar="JSON",
                    help="--project-grid: evaluation ms per environment step per suite "
                         "(benchmarks/bench_eval_rollouts.py --out)")
@@ -404,9 +382,10 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --population sizes must be >= 1", file=sys.stderr)
         return 2
     torch.set_num_threads(args.threads)
-    if args.eval_costs and not args.eval_costs.is_file():
-        print(f"error: --eval-costs {args.eval_costs}: no such file", file=sys.stderr)
-        return 2
+    for flag, path in (("--eval-costs", args.eval_costs), ("--grid-config", args.grid_config)):
+        if path and not path.is_file():
+            print(f"error: {flag} {path}: no such file", file=sys.stderr)
+            return 2
     if args.project_grid:
         run, show = project_grid, functools.partial(print_grid, args=args)
     elif args.population:
@@ -418,7 +397,8 @@ def main(argv: list[str] | None = None) -> int:
     machine = {"machine": f"{platform.machine()} {platform.processor()}".strip(), "cpus": os.cpu_count(),
                "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None,
                "load_average": os.getloadavg(), "torch": torch.__version__, "threads": torch.get_num_threads(),
-               "device": args.device, "clock": args.clock, "backbone": args.backbone, "compile": args.compile,
+               "device": args.device, "clock": args.clock, "algo": args.algo, "backbone": args.backbone,
+               "compile": args.compile,
                "steps": args.steps, "repetitions": args.repetitions,
                "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     if args.json:

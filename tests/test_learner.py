@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from rllib_caps.algorithms.caps.plain_loop import PlainLoop
 from rllib_caps.algorithms.registry import build_config
-from rllib_caps.bench import PlainLoop, local_learner
+from rllib_caps.bench import local_learner
 from rllib_caps.core.learner import STEPS_PER_CALL
 from rllib_caps.core.optim import adam
 from rllib_caps.core.torch_learner import all_finite

@@ -59,6 +59,7 @@ class AlgorithmEntry:
     axes: tuple[str, ...] = ()  # sweep grid axes besides task and seed
     policy_path: str = ""  # "module:ClassName" of its Ray-free deployable policy (core.rollout), if it has one
     ablations: tuple[AblationAxis, ...] = ()  # the report's ablation tables over its trials
+    reference_loop: str = ""  # "module:ClassName" of its learner's step in plain PyTorch (``bench``), if it has one
 
     @property
     def display_name(self) -> str:
@@ -67,6 +68,13 @@ class AlgorithmEntry:
     @property
     def config_class(self) -> type:
         return _resolve(self.config_path)
+
+    @property
+    def reference_loop_class(self) -> type:
+        """Its plain-PyTorch loop: ``(config, device=)``, called with a number of gradient steps."""
+        if not self.reference_loop:
+            raise ValueError(f"{self.name} has no plain-PyTorch reference loop")
+        return _resolve(self.reference_loop)
 
     @property
     def evaluates_critics(self) -> bool:
@@ -127,7 +135,8 @@ ALGORITHMS: dict[str, AlgorithmEntry] = {
     "caps": AlgorithmEntry(name="caps", config_path="rllib_caps.algorithms.caps.caps:CAPSConfig",
                            trial_label=_caps_label, searchable=("awr_beta", "lambdas"), threshold_at_deployment=True,
                            title="CAPS", axes=("heads", "backbone", "actor"),
-                           policy_path="rllib_caps.algorithms.caps.policy:CAPSPolicy", ablations=CAPS_ABLATIONS),
+                           policy_path="rllib_caps.algorithms.caps.policy:CAPSPolicy", ablations=CAPS_ABLATIONS,
+                           reference_loop="rllib_caps.algorithms.caps.plain_loop:PlainLoop"),
     # BC-All ignores κ in training: one model per seed, evaluated at every threshold (docs/baselines.md).
     "bc-all": AlgorithmEntry(name="bc-all", config_path="rllib_caps.algorithms.bc.bc:BCConfig",
                              trial_label=fixed_label("BC-All"), searchable=(), threshold_at_deployment=False,
