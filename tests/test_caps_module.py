@@ -163,20 +163,18 @@ def test_config_defaults_are_the_papers_and_spaces_come_from_the_registry(tmp_pa
     assert CAPSConfig().training(num_heads=4).resolved_lambdas == pytest.approx([2 / 3, 4 / 3])
 
 
-def test_set_state_renames_the_pre_twinq_layout_and_refuses_missing_parameters():
-    """Checkpoints saved before TwinQ/MLPPair named the twins ``q1``/``q2`` and the value nets ``vr``/``vc``;
-    they load into today's module with every weight in place, and a state that lacks a parameter is refused
-    (RLlib's own ``set_state`` would leave it at its random initialisation)."""
+def test_set_state_loads_every_weight_and_refuses_another_layout_with_a_retrain_error():
+    """A state of today's layout loads with every weight in place; one saved under another layout (here the twins
+    named ``q1``/``q2`` and the value nets ``vr``/``vc``, as before TwinQ/MLPPair) is refused with a message to
+    retrain (RLlib's own ``set_state`` would leave those layers at their random initialisation)."""
     torch.manual_seed(0)
     source, target = make_module(2), make_module(2)
-    legacy = {}
-    for key, value in source.state_dict().items():
-        key = re.sub(r"^(q[rc](?:_target)?)\.members\.([01])\.", lambda m: f"{m[1]}.q{int(m[2]) + 1}.", key)
-        legacy[re.sub(r"^values\.members\.([01])\.", lambda m: f"v{'rc'[int(m[1])]}.", key)] = value
-    assert "qr.q1.0.weight" in legacy and "vc.0.weight" in legacy
-    target.set_state(legacy)
+    target.set_state(source.state_dict())
     for key, value in source.state_dict().items():
         assert torch.equal(target.state_dict()[key], value), key
-    del legacy["qc.q2.4.bias"]
-    with pytest.raises(ValueError, match=r"no values for qc\.members\.1\.4\.bias"):
-        make_module(2).set_state(legacy)
+    old = {}
+    for key, value in source.state_dict().items():
+        key = re.sub(r"^(q[rc](?:_target)?)\.members\.([01])\.", lambda m: f"{m[1]}.q{int(m[2]) + 1}.", key)
+        old[re.sub(r"^values\.members\.([01])\.", lambda m: f"v{'rc'[int(m[1])]}.", key)] = value
+    with pytest.raises(ValueError, match=r"no values for qr\.members\.0\.0\.weight.*retrain it with this release"):
+        make_module(2).set_state(old)

@@ -39,7 +39,7 @@ if part population; then
         --population 1 8 32 128 --steps 64 --repetitions 3 2>&1 | grep -v WARNING | tee "$OUT/population.txt"
 fi
 if part grid; then
-    python3 -m rllib_caps.bench --device cuda --project-grid --steps 256 --repetitions 3 2>&1 | grep -v WARNING \
+    python3 -m rllib_caps.bench --device cuda --project-grid --grid-config tune_configs/paper.yaml --steps 256 --repetitions 3 2>&1 | grep -v WARNING \
         | tee "$OUT/grid.txt"
 fi
 exit $status

@@ -39,9 +39,8 @@ def load_module(path: str | Path, *, verify: bool = True) -> RLModule:
     try:
         module = RLModule.from_checkpoint(module_dir)
     except Exception as err:  # unpickling a damaged file raises almost anything
-        hint = (" (saved by a release before the rllib_caps.algorithms layout: retrain it with this release)"
-                if "rllib_caps.caps" in str(err) else "")
-        raise CheckpointError(f"{module_dir}: cannot load the module ({type(err).__name__}: {err}){hint}") from err
+        raise CheckpointError(f"{module_dir}: cannot load the module ({type(err).__name__}: {err}); if another "
+                              "release of rllib-caps saved it, retrain it with this one") from err
     return module.to("cpu")
 
 

@@ -22,23 +22,19 @@ class OfflineTorchRLModule(TorchRLModule):
 
     RLlib's ``set_state`` loads with ``strict=False`` and checks for missing keys only in inference-only modules: a
     checkpoint whose layer names differ from the module's (one saved by an earlier release, say) would leave those
-    layers at their random initialisation, silently. Here ``set_state`` renames keys with ``legacy_state_key``
-    (a module's map from an earlier layout), ignores keys the module does not have (a full state loaded into an
-    inference-only module, target nets built later) and raises if any of the module's own keys is missing.
+    layers at their random initialisation, silently. Here ``set_state`` ignores keys the module does not have (a
+    full state loaded into an inference-only module, target nets built later) and raises if any of the module's
+    own keys is missing.
     """
-
-    def legacy_state_key(self, key: str) -> str:
-        """Today's name of a state key saved under an earlier layout; the key itself by default."""
-        return key
 
     @override(TorchRLModule)
     def set_state(self, state: Mapping[str, Any]) -> None:
-        renamed = {self.legacy_state_key(key): value for key, value in state.items()}
-        missing, _ = self.load_state_dict(convert_to_torch_tensor(renamed), strict=False)
+        missing, _ = self.load_state_dict(convert_to_torch_tensor(dict(state)), strict=False)
         if missing:
             shown = ", ".join(missing[:6]) + (f" and {len(missing) - 6} more" if len(missing) > 6 else "")
-            raise ValueError(f"the module state has no values for {shown}: it was saved by an incompatible "
-                             f"layout of {type(self).__name__} (state keys: {', '.join(list(state)[:6])}, …)")
+            raise ValueError(f"the module state has no values for {shown}: it was saved by another layout of "
+                             f"{type(self).__name__} (state keys: {', '.join(list(state)[:6])}, …); retrain it with "
+                             "this release")
 
     @override(TorchRLModule)
     def forward_train(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:

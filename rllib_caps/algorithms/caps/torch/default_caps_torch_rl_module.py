@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
 from typing import Any, Protocol
 
 import torch
@@ -145,13 +144,6 @@ class DefaultCAPSTorchRLModule(OfflineTorchRLModule, DefaultCAPSRLModule):
             self.log_alpha = nn.Parameter(torch.tensor(math.log(float(cfg["initial_alpha"]))))
         else:
             self.values = MLPPair(critic_obs_dim, hidden, fused)  # (V^r, V^c)
-
-    @override(OfflineTorchRLModule)
-    def legacy_state_key(self, key: str) -> str:
-        """Checkpoints saved before the critics became ``TwinQ``/``MLPPair`` (November 2026) named the twins
-        ``qr.q1``/``qr.q2`` (and targets alike) and the value nets ``vr``/``vc``."""
-        key = re.sub(r"^(q[rc](?:_target)?)\.q([12])\.", lambda m: f"{m[1]}.members.{int(m[2]) - 1}.", key)
-        return re.sub(r"^v([rc])\.", lambda m: f"values.members.{'rc'.index(m[1])}.", key)
 
     def critic_input(self, obs: torch.Tensor, step: torch.Tensor | None) -> torch.Tensor:
         """The critics' state input: ``obs``, with the remaining-time fraction appended when time-aware."""
