@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from rllib_caps.algorithms.caps.torch.caps_torch_learner import BACKBONE_LOSSES, caps_minibatch, optimizer_groups
+from rllib_caps.core import ray_internals
 from rllib_caps.core.losses import polyak_update
 from rllib_caps.core.offline import MATMUL_PRECISIONS
 from rllib_caps.core.optim import adam
@@ -56,7 +57,8 @@ def local_learner(config: Any) -> Any:
     """The algorithm's learner built in this process (a local learner group, no Ray actors) from a validated
     config."""
     spaces = {"default_policy": (config.observation_space, config.action_space)}
-    return config.build_learner_group(rl_module_spec=config.get_multi_rl_module_spec(spaces=spaces))._learner
+    group = config.build_learner_group(rl_module_spec=config.get_multi_rl_module_spec(spaces=spaces))
+    return ray_internals.local_learner(group)
 
 
 def rllib_learner_step(config: Any) -> Callable[[int], None]:
