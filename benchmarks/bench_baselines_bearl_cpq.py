@@ -124,6 +124,7 @@ def evaluate(args: argparse.Namespace) -> None:
     import ray
 
     from rllib_caps.core.keys import RESULTS_KEY
+    from rllib_caps.core.ray_internals import local_learner
     from rllib_caps.report.stats import mean_ci
 
     # A Ray of its own: on a shared machine, a plain ray.init() would join another user's running cluster.
@@ -135,7 +136,7 @@ def evaluate(args: argparse.Namespace) -> None:
         config = build(run["algo"], run["cost_limit"], run["seed"], run["steps"], run["model"]["hidden"][0],
                        run["batch_size"], eval_episodes=args.episodes, implementation=run["model"]["implementation"])
         algo = config.build_algo()
-        module = algo.learner_group._learner.module["default_policy"]
+        module = local_learner(algo.learner_group).module["default_policy"]
         module.load_state_dict(weights[run_name(run)], strict=False)
         algo.eval_env_runner_group.sync_weights(from_worker_or_learner_group=algo.learner_group, inference_only=True)
         result = algo.evaluate()[RESULTS_KEY]["thresholds"][f"{run['cost_limit']:g}"]

@@ -35,6 +35,7 @@ import torch
 import yaml
 
 from rllib_caps.algorithms.registry import ALGORITHMS, DEFAULT_ALGORITHM
+from rllib_caps.core import ray_internals
 from rllib_caps.core.offline import MATMUL_PRECISIONS
 from rllib_caps.data import schema
 
@@ -57,7 +58,8 @@ def local_learner(config: Any) -> Any:
     """The algorithm's learner built in this process (a local learner group, no Ray actors) from a validated
     config."""
     spaces = {"default_policy": (config.observation_space, config.action_space)}
-    return config.build_learner_group(rl_module_spec=config.get_multi_rl_module_spec(spaces=spaces))._learner
+    group = config.build_learner_group(rl_module_spec=config.get_multi_rl_module_spec(spaces=spaces))
+    return ray_internals.local_learner(group)
 
 
 def rllib_learner_step(config: Any) -> Callable[[int], None]:

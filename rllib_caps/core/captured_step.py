@@ -17,6 +17,8 @@ from typing import Any
 
 import torch
 
+from rllib_caps.core.ray_internals import non_finite_check_and_unscale_
+
 
 class NonFiniteSkip:
     """Skips, on the device, a step whose gradients are not all finite: ``check(grads)`` sets the ``found_inf``
@@ -33,7 +35,7 @@ class NonFiniteSkip:
 
     def check(self, grads: Sequence[torch.Tensor]) -> None:
         self.found_inf.zero_()
-        torch._amp_foreach_non_finite_check_and_unscale_(list(grads), self.found_inf, self.found_inf.new_ones(1))
+        non_finite_check_and_unscale_(list(grads), self.found_inf, self.found_inf.new_ones(1))
         self.skipped.add_(self.found_inf)
 
     def pop_skipped(self) -> int:

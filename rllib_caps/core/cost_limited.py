@@ -45,13 +45,12 @@ class CostLimitedConfig(OfflineSafeConfig):
     def validate(self) -> None:
         super().validate()
         if self.cost_limit is None or not float(self.cost_limit) > 0:
-            self._value_error(f"{type(self).__name__} is trained for one cost limit: set "
+            self.config_error(f"{type(self).__name__} is trained for one cost limit: set "
                               f".training(cost_limit=κ) with κ > 0 (got {self.cost_limit!r})")
 
-    @property
     @override(OfflineSafeConfig)
-    def _model_config_auto_includes(self) -> dict[str, Any]:
-        return super()._model_config_auto_includes | {"cost_limit": self.cost_limit}
+    def model_config_settings(self) -> dict[str, Any]:
+        return super().model_config_settings() | {"cost_limit": self.cost_limit}
 
     @property
     def discounted_cost_limit(self) -> float:

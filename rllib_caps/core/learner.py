@@ -3,7 +3,7 @@ and target networks get their Polyak step after every gradient step.
 
 Several gradient steps run inside one ``Learner.update`` call: ``update_from_dataset`` stacks
 ``STEPS_PER_CALL`` fresh minibatches into one batch, RLlib converts and accounts for it once, and the torch
-learner's ``_update`` (``rllib_caps.core.torch_learner``) runs RLlib's update step on each minibatch in turn. So
+learner (``rllib_caps.core.torch_learner``) runs RLlib's update step on each minibatch in turn. So
 RLlib's fixed cost per call (batch wrapping, minibatch iteration, step metrics, hooks, metrics reduction) is paid
 once per ``STEPS_PER_CALL`` steps, not every step; the Polyak step sits in ``apply_gradients``, after each
 optimiser step.
@@ -23,6 +23,7 @@ from ray.rllib.utils.metrics import NUM_TARGET_UPDATES
 from ray.rllib.utils.typing import ResultDict
 
 from rllib_caps.core.losses import polyak_update
+from rllib_caps.core.ray_internals import learner_index, update_learner
 from rllib_caps.data import TransitionDataset
 
 STEPS_PER_CALL = 64  # gradient steps per Learner.update call (the stacked batch holds this many minibatches)
@@ -44,9 +45,9 @@ class OfflineSafeLearner(Learner):
         self.module.foreach_module(
             lambda _mid, mod: mod.make_target_networks() if isinstance(mod, TargetNetworkAPI) else None
         )
-        self.dataset = TransitionDataset.from_parquet(self.config.input_, device=self._device)
-        seed = (self.config.seed or 0) * 1000 + self._learner_index
-        self._generator = torch.Generator(device=self._device).manual_seed(seed)
+        self.dataset = TransitionDataset.from_parquet(self.config.input_, device=self.device)
+        seed = (self.config.seed or 0) * 1000 + learner_index(self)
+        self._generator = torch.Generator(device=self.device).manual_seed(seed)
 
     def update_from_dataset(self, *, num_updates: int, timesteps: dict[str, Any] | None = None) -> ResultDict:
         """Runs ``num_updates`` gradient steps, each on a fresh uniformly sampled minibatch (sampled in the same
@@ -58,7 +59,7 @@ class OfflineSafeLearner(Learner):
             batch = MultiAgentBatch({DEFAULT_MODULE_ID: SampleBatch(self.training_batch(steps))},
                                     env_steps=steps * batch_size)
             done += steps
-            results = self.update(batch=batch, timesteps=timesteps, _no_metrics_reduce=done < num_updates)
+            results = update_learner(self, batch, timesteps=timesteps, reduce_metrics=done >= num_updates)
             for module_id in self.module.keys():
                 self.metrics.log_value((module_id, NUM_TARGET_UPDATES), steps, reduce="lifetime_sum")
         return results
@@ -80,7 +81,7 @@ class OfflineSafeLearner(Learner):
 
     def polyak_update_targets(self) -> None:
         """θ' ← τ θ + (1 − τ) θ' for every target net; called after every optimiser step."""
-        for module_id, module in self.module._rl_modules.items():
+        for module_id, module in self.module.items():
             if not isinstance(module.unwrapped(), TargetNetworkAPI):
                 continue
             tau = self.config.get_config_for_module(module_id).tau

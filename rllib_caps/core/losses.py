@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
+from rllib_caps.core.ray_internals import foreach_lerp_
+
 
 def expectile_loss(diff: torch.Tensor, expectile: float) -> torch.Tensor:
     """IQL's asymmetric L2: ``|τ − 1(u < 0)| u²`` averaged over the batch."""
@@ -73,7 +75,7 @@ def polyak_update(online: torch.nn.Module, target: torch.nn.Module, tau: float) 
     if len(online_params) != len(target_params):
         raise ValueError(f"online and target nets differ: {len(online_params)} vs {len(target_params)} parameters")
     with torch.no_grad():
-        torch._foreach_lerp_(target_params, online_params, tau)
+        foreach_lerp_(target_params, online_params, tau)
 
 
 def td_target(signal: torch.Tensor, next_value: torch.Tensor, gamma: float,

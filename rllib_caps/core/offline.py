@@ -28,6 +28,7 @@ from rllib_caps.core.evaluation import evaluate_at_thresholds
 from rllib_caps.core.keys import TIME_LIMITS
 from rllib_caps.core.manifest import verify_manifest, write_manifest
 from rllib_caps.core.paths import resolve_local
+from rllib_caps.core.ray_internals import ConfigHooks, local_learner
 from rllib_caps.core.smoke import smoke_test
 from rllib_caps.data import parquet_files
 from rllib_caps.envs import TaskSpec, get_task, register_envs
@@ -37,7 +38,7 @@ CAPTURED_STEP_SETTINGS = ("auto", True, False)
 MATMUL_PRECISIONS = ("highest", "high")
 
 
-class OfflineSafeConfig(AlgorithmConfig):
+class OfflineSafeConfig(ConfigHooks, AlgorithmConfig):
     """Settings shared by the offline safe algorithms (``.training(...)``), with their defaults:
 
         num_gradient_steps: gradient steps of a whole training run (the paper: 100k; MetaDrive 200k).
@@ -85,7 +86,7 @@ class OfflineSafeConfig(AlgorithmConfig):
         self.evaluation_config = {"explore": False}
         self.custom_evaluation_function = evaluate_at_thresholds
         self.offline_data_class = InMemoryOfflineData
-        self._is_online = False  # no training EnvRunners (like MARWIL/IQL)
+        self.mark_offline()  # no training EnvRunners (like MARWIL/IQL)
 
     @override(AlgorithmConfig)
     def training(self, *, num_gradient_steps: int = NotProvided, updates_per_iteration: int = NotProvided,
@@ -177,19 +178,19 @@ class OfflineSafeConfig(AlgorithmConfig):
         self._fill_spaces_from_registry()
         super().validate()
         if not self.is_offline:
-            self._value_error(f"{type(self).__name__} trains offline: set .offline_data(input_=DATASET_DIR)")
+            self.config_error(f"{type(self).__name__} trains offline: set .offline_data(input_=DATASET_DIR)")
         for name in ("num_gradient_steps", "updates_per_iteration", "train_batch_size_per_learner"):
             if getattr(self, name) < 1:
-                self._value_error(f"{name} must be >= 1, got {getattr(self, name)}")
+                self.config_error(f"{name} must be >= 1, got {getattr(self, name)}")
         if (self.evaluation_config or {}).get("num_envs_per_env_runner", self.num_envs_per_env_runner) > 1:
-            self._value_error("evaluation needs num_envs_per_env_runner = 1: with several envs per runner, "
+            self.config_error("evaluation needs num_envs_per_env_runner = 1: with several envs per runner, "
                               "sample(num_episodes=N) favours short episodes and biases the cost")
         if self.captured_step not in CAPTURED_STEP_SETTINGS:
-            self._value_error(f"captured_step must be one of {CAPTURED_STEP_SETTINGS}, got {self.captured_step!r}")
+            self.config_error(f"captured_step must be one of {CAPTURED_STEP_SETTINGS}, got {self.captured_step!r}")
         if self.matmul_precision not in MATMUL_PRECISIONS:
-            self._value_error(f"matmul_precision must be one of {MATMUL_PRECISIONS}, got {self.matmul_precision!r}")
+            self.config_error(f"matmul_precision must be one of {MATMUL_PRECISIONS}, got {self.matmul_precision!r}")
         if self.resolved_time_limit not in TIME_LIMITS:
-            self._value_error(f"time_limit must be one of {TIME_LIMITS}, got {self.time_limit!r}")
+            self.config_error(f"time_limit must be one of {TIME_LIMITS}, got {self.time_limit!r}")
         self.resolved_horizon  # noqa: B018  (raises for a custom env without horizon)
 
     def _fill_spaces_from_registry(self) -> None:
@@ -201,10 +202,9 @@ class OfflineSafeConfig(AlgorithmConfig):
             self.action_space = gym.spaces.Box(np.array(task.action_low, np.float32),
                                                np.array(task.action_high, np.float32))
 
-    @property
-    @override(AlgorithmConfig)
-    def _model_config_auto_includes(self) -> dict[str, Any]:
-        return super()._model_config_auto_includes | {
+    @override(ConfigHooks)
+    def model_config_settings(self) -> dict[str, Any]:
+        return super().model_config_settings() | {
             "hidden": list(self.hidden), "gamma": self.gamma, "horizon": self.resolved_horizon,
             "time_limit": self.resolved_time_limit, "fused_critics": bool(self.fused_critics),
             "task": self.task.name if self.task is not None else None,
@@ -272,7 +272,7 @@ class OfflineSafeAlgorithm(Algorithm):
     def get_module(self, module_id: str = DEFAULT_MODULE_ID) -> Any:
         """The current (learner) module: there are no training EnvRunners to ask, unlike online algorithms."""
         if self.learner_group.is_local:
-            return self.learner_group._learner.module[module_id]
+            return local_learner(self.learner_group).module[module_id]
         module = self.config.get_rl_module_spec(module_id=module_id).build()
         module.set_state(self.learner_group.get_weights(module_ids=[module_id])[module_id])
         return module

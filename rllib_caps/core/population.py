@@ -23,6 +23,7 @@ from torch import nn
 
 from rllib_caps.core.captured_step import CapturedStep, NonFiniteSkip
 from rllib_caps.core.optim import adam
+from rllib_caps.core.ray_internals import foreach_lerp_
 from rllib_caps.core.torch_learner import OfflineSafeTorchLearner
 
 # (module, minibatch) -> the member's loss terms, each a scalar: what one member's gradient step minimises.
@@ -148,7 +149,7 @@ class Population:
             optimizer.step()
         with torch.no_grad():
             for online, target in self.target_pairs:
-                torch._foreach_lerp_(target, online, self.tau)
+                foreach_lerp_(target, online, self.tau)
         return {name: term.detach() for name, term in losses.items()}
 
     def __call__(self, n: int) -> dict[str, torch.Tensor]:

@@ -23,6 +23,12 @@ from ray.rllib.utils.typing import ParamDict
 from rllib_caps.core.captured_step import CapturedStep, NonFiniteSkip
 from rllib_caps.core.learner import OfflineSafeLearner
 from rllib_caps.core.optim import adam
+from rllib_caps.core.ray_internals import (
+    UpdateStepHook,
+    non_finite_check_and_unscale_,
+    optimizers,
+    scales_or_schedules,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -36,11 +42,11 @@ def all_finite(tensors: list[torch.Tensor]) -> bool:
     tensors keep their values bit for bit; on CPU it is several times faster than a norm per tensor.
     """
     found = torch.zeros(1, device=tensors[0].device)
-    torch._amp_foreach_non_finite_check_and_unscale_(tensors, found, torch.ones(1, device=found.device))
+    non_finite_check_and_unscale_(tensors, found, torch.ones(1, device=found.device))
     return not bool(found)
 
 
-class OfflineSafeTorchLearner(TorchLearner, OfflineSafeLearner):
+class OfflineSafeTorchLearner(UpdateStepHook, TorchLearner, OfflineSafeLearner):
     """``TorchLearner`` plus the in-memory dataset of ``OfflineSafeLearner``.
 
     Loss terms are logged once per ``Learner.update`` call (the last step's, as RLlib's window of 1 keeps only
@@ -55,17 +61,17 @@ class OfflineSafeTorchLearner(TorchLearner, OfflineSafeLearner):
     @override(TorchLearner)
     def build(self) -> None:
         super().build()
-        if self._device.type == "cuda":
+        if self.device.type == "cuda":
             torch.set_float32_matmul_precision(self.config.matmul_precision)
         if self.captures_steps:
-            self._non_finite = NonFiniteSkip(self._device)
-            self._non_finite.attach(list(self._optimizer_parameters))
+            self._non_finite = NonFiniteSkip(self.device)
+            self._non_finite.attach(list(optimizers(self)))
 
     def captured_step_blockers(self) -> list[str]:
         """Why this learner's step cannot be captured as a CUDA graph (none: it can); subclasses add their own."""
         blockers = []
-        if self._device.type != "cuda":
-            blockers.append(f"the learner's device is {self._device.type}, not CUDA")
+        if self.device.type != "cuda":
+            blockers.append(f"the learner's device is {self.device.type}, not CUDA")
         if not self._gradients_pass_through:
             blockers.append("its gradients are postprocessed on the host (grad_clip, gradient logging or an lr "
                             "scheduler)")
@@ -135,10 +141,10 @@ class OfflineSafeTorchLearner(TorchLearner, OfflineSafeLearner):
         if not self.captures_steps:
             return super().training_batch(steps)
         rows = steps * self.config.train_batch_size_per_learner
-        return {CAPTURED_ROWS: torch.zeros(rows, dtype=torch.uint8, device=self._device)}
+        return {CAPTURED_ROWS: torch.zeros(rows, dtype=torch.uint8, device=self.device)}
 
-    @override(TorchLearner)
-    def _update(self, batch: dict[str, Any]) -> tuple[Any, Any, Any]:
+    @override(UpdateStepHook)
+    def update_step(self, batch: dict[str, Any]) -> tuple[Any, Any, Any]:
         """One gradient step per minibatch of the stacked batch (``OfflineSafeLearner.update_from_dataset``: rows
         ``[i B, (i + 1) B)`` are step i's, B = ``train_batch_size_per_learner``): RLlib's torch update step (forward,
         losses, backward, ``apply_gradients``) on each slice in order; returns the last step's outputs."""
@@ -147,8 +153,9 @@ class OfflineSafeTorchLearner(TorchLearner, OfflineSafeLearner):
         if self.captures_steps:
             return self._captured_step(rows // size)
         for start in range(0, rows, size):
-            outputs = super()._update({mid: {key: column[start:start + size] for key, column in module_batch.items()}
-                                       for mid, module_batch in batch.items()})
+            minibatch = {mid: {key: column[start:start + size] for key, column in module_batch.items()}
+                         for mid, module_batch in batch.items()}
+            outputs = self.rllib_update_step(minibatch)
         return outputs
 
     @override(TorchLearner)
@@ -165,7 +172,7 @@ class OfflineSafeTorchLearner(TorchLearner, OfflineSafeLearner):
     def _sampled_update_step(self) -> tuple[Any, Any, Any]:
         """One gradient step on a freshly sampled minibatch: what ``_captured_step`` records."""
         minibatch = {DEFAULT_MODULE_ID: self.sample_minibatch(self.config.train_batch_size_per_learner)}
-        return super()._update(minibatch)
+        return self.rllib_update_step(minibatch)
 
     @functools.cached_property
     def _gradients_pass_through(self) -> bool:
@@ -178,7 +185,7 @@ class OfflineSafeTorchLearner(TorchLearner, OfflineSafeLearner):
         return (all(c.grad_clip is None and not c.log_gradients for c in configs)
                 and own.compute_gradients is TorchLearner.compute_gradients
                 and own.postprocess_gradients_for_module is Learner.postprocess_gradients_for_module
-                and self._grad_scalers is None and self._lr_scheduler_classes is None)
+                and not scales_or_schedules(self))
 
     @override(Learner)
     def postprocess_gradients(self, gradients_dict: ParamDict) -> ParamDict:
@@ -203,7 +210,7 @@ class OfflineSafeTorchLearner(TorchLearner, OfflineSafeLearner):
             for grad in grads:
                 grad.nan_to_num_()
         if self._gradients_pass_through:
-            for optimizer in self._optimizer_parameters:
+            for optimizer in optimizers(self):
                 optimizer.step()
         else:
             super().apply_gradients(gradients_dict)

@@ -75,13 +75,13 @@ class VAEActorCriticConfig(CostLimitedConfig):
     def validate(self) -> None:
         super().validate()
         if self.implementation not in IMPLEMENTATIONS:
-            self._value_error(f"implementation must be one of {IMPLEMENTATIONS}, got {self.implementation!r}")
+            self.config_error(f"implementation must be one of {IMPLEMENTATIONS}, got {self.implementation!r}")
         if not (self.vae_hidden and all(isinstance(h, int) and h >= 1 for h in self.vae_hidden)):
-            self._value_error(f"vae_hidden must be a non-empty list of layer widths >= 1, got {self.vae_hidden}")
+            self.config_error(f"vae_hidden must be a non-empty list of layer widths >= 1, got {self.vae_hidden}")
         if self.num_samples < 1:
-            self._value_error(f"num_samples must be >= 1, got {self.num_samples}")
+            self.config_error(f"num_samples must be >= 1, got {self.num_samples}")
         if self.kl_weight < 0:
-            self._value_error(f"kl_weight must be >= 0, got {self.kl_weight}")
+            self.config_error(f"kl_weight must be >= 0, got {self.kl_weight}")
 
     @override(CostLimitedConfig)
     def apply_smoke_test_limits(self) -> VAEActorCriticConfig:
@@ -90,10 +90,9 @@ class VAEActorCriticConfig(CostLimitedConfig):
             self.vae_hidden = [16, 16]
         return self
 
-    @property
     @override(CostLimitedConfig)
-    def _model_config_auto_includes(self) -> dict[str, Any]:
-        return super()._model_config_auto_includes | {
+    def model_config_settings(self) -> dict[str, Any]:
+        return super().model_config_settings() | {
             "vae_hidden": list(self.vae_hidden), "num_samples": self.num_samples,
             "implementation": self.implementation,
         }
@@ -167,7 +166,7 @@ class VAEActorCriticTorchLearner(OfflineSafeTorchLearner):
 
     @override(TorchLearner)
     def configure_optimizers_for_module(self, module_id: ModuleID, config: Any = None) -> None:
-        module = self._module[module_id]
+        module = self.module[module_id]
         groups = {"actor": (module.actor, config.actor_lr), "vae": (module.vae, config.vae_lr),
                   "qr": (module.qr, config.critic_lr), "qc": (module.qc, config.critic_lr)}
         self.register_adam_optimizers(module_id, groups)
@@ -176,6 +175,6 @@ class VAEActorCriticTorchLearner(OfflineSafeTorchLearner):
     def compute_loss_for_module(self, *, module_id: ModuleID, config: Any, batch: dict,
                                 fwd_out: dict) -> TensorType:
         losses, metrics, state = self.LOSS_FUNCTION(fwd_out, batch, config.loss_settings())
-        self._module[module_id].unwrapped().duals.assign(**state)
+        self.module[module_id].unwrapped().duals.assign(**state)
         self.record_losses(module_id, losses | metrics)
         return sum(losses.values())

@@ -22,6 +22,7 @@ import yaml
 from ray.tune.search import Repeater
 
 from rllib_caps.core.atomic import atomic_file
+from rllib_caps.core.ray_internals import trial_group
 from rllib_caps.report.records import TrialRecord, load_trials
 from rllib_caps.sweeps.options import SweepError, SweepOptions
 from rllib_caps.sweeps.resources import plan_resources
@@ -70,7 +71,7 @@ class SeedRepeater(Repeater):
     whose average is safe). Seeds without a result (failed trials) are left out of the averages."""
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, **kwargs: Any) -> None:
-        group = self._trial_id_to_group[trial_id]
+        group = trial_group(self, trial_id)
         result = result or {}
         group.report(trial_id, (result.get("normalized_reward", math.nan), result.get("normalized_cost", math.nan)))
         if not group.finished_reporting():

@@ -59,14 +59,13 @@ class BCConfig(CostLimitedConfig):
         else:
             OfflineSafeConfig.validate(self)  # BC-All without κ: evaluated at every threshold of the task
         if self.policy not in POLICIES:
-            self._value_error(f"policy must be one of {POLICIES}, got {self.policy!r}")
+            self.config_error(f"policy must be one of {POLICIES}, got {self.policy!r}")
         if not self.actor_lr > 0:
-            self._value_error(f"actor_lr must be > 0, got {self.actor_lr}")
+            self.config_error(f"actor_lr must be > 0, got {self.actor_lr}")
 
-    @property
     @override(CostLimitedConfig)
-    def _model_config_auto_includes(self) -> dict[str, Any]:
-        return super()._model_config_auto_includes | {"policy": self.policy}
+    def model_config_settings(self) -> dict[str, Any]:
+        return super().model_config_settings() | {"policy": self.policy}
 
     @override(CostLimitedConfig)
     def get_default_rl_module_spec(self) -> RLModuleSpec:

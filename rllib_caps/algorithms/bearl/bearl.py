@@ -66,13 +66,13 @@ class BEARLConfig(VAEActorCriticConfig):
     def validate(self) -> None:
         super().validate()
         if self.mmd_kernel not in KERNELS:
-            self._value_error(f"mmd_kernel must be one of {KERNELS}, got {self.mmd_kernel!r}")
+            self.config_error(f"mmd_kernel must be one of {KERNELS}, got {self.mmd_kernel!r}")
         if self.mmd_sigma <= 0:
-            self._value_error(f"mmd_sigma must be > 0, got {self.mmd_sigma}")
+            self.config_error(f"mmd_sigma must be > 0, got {self.mmd_sigma}")
         if not 0.0 <= self.target_mix <= 1.0:
-            self._value_error(f"target_mix must be in [0, 1], got {self.target_mix}")
+            self.config_error(f"target_mix must be in [0, 1], got {self.target_mix}")
         if len(self.pid_gains) != 3 or min(self.pid_gains) < 0:
-            self._value_error(f"pid_gains must be three gains (K_P, K_I, K_D) >= 0, got {self.pid_gains}")
+            self.config_error(f"pid_gains must be three gains (K_P, K_I, K_D) >= 0, got {self.pid_gains}")
 
     @override(VAEActorCriticConfig)
     def get_default_rl_module_spec(self) -> RLModuleSpec:

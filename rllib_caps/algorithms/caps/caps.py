@@ -181,40 +181,39 @@ class CAPSConfig(OfflineSafeConfig):
     @override(OfflineSafeConfig)
     def validate(self) -> None:
         if self.backbone not in BACKBONES:  # first: the backbone's defaults resolve other settings
-            self._value_error(f"backbone must be one of {BACKBONES}, got {self.backbone!r}")
+            self.config_error(f"backbone must be one of {BACKBONES}, got {self.backbone!r}")
         super().validate()
         if self.num_heads < 2:
-            self._value_error(f"num_heads must be >= 2, got {self.num_heads}")
+            self.config_error(f"num_heads must be >= 2, got {self.num_heads}")
         if len(self.resolved_lambdas) != self.num_heads - 2:
-            self._value_error(f"lambdas needs num_heads - 2 = {self.num_heads - 2} values, got {self.lambdas}")
+            self.config_error(f"lambdas needs num_heads - 2 = {self.num_heads - 2} values, got {self.lambdas}")
         if self.implementation not in IMPLEMENTATIONS:
-            self._value_error(f"implementation must be one of {IMPLEMENTATIONS}, got {self.implementation!r}")
+            self.config_error(f"implementation must be one of {IMPLEMENTATIONS}, got {self.implementation!r}")
         if self.implementation == "code" and self.time_limit not in (None, "terminal"):
-            self._value_error(f"time_limit {self.time_limit!r} conflicts with implementation 'code', which treats "
+            self.config_error(f"time_limit {self.time_limit!r} conflicts with implementation 'code', which treats "
                               "time-outs as terminal like the authors' code: leave time_limit unset (or 'terminal'), "
                               "or use implementation 'paper'")
         if self.actor_time and self.resolved_time_limit != "time_aware":
-            self._value_error(f"actor_time needs time_limit 'time_aware' (got {self.resolved_time_limit!r}): the "
+            self.config_error(f"actor_time needs time_limit 'time_aware' (got {self.resolved_time_limit!r}): the "
                               "heads see the remaining time only where the critics do")
         if not 0.0 < self.resolved_cost_gamma <= 1.0:
-            self._value_error(f"cost_gamma must be in (0, 1], got {self.cost_gamma}")
+            self.config_error(f"cost_gamma must be in (0, 1], got {self.cost_gamma}")
         if self.resolved_cost_gamma == 1.0 and self.resolved_time_limit == "bootstrap":
-            self._value_error("cost_gamma 1.0 needs time_limit 'terminal' or 'time_aware' (got 'bootstrap'): "
+            self.config_error("cost_gamma 1.0 needs time_limit 'terminal' or 'time_aware' (got 'bootstrap'): "
                               "an undiscounted Q^c that bootstraps through time-outs has no finite fixed point")
         if self.beta_cost is not None and not (self.implementation == "code" and self.backbone == "iql"):
-            self._value_error(f"beta_cost is only used by implementation 'code' with backbone 'iql' (got "
+            self.config_error(f"beta_cost is only used by implementation 'code' with backbone 'iql' (got "
                               f"{self.implementation!r}, {self.backbone!r}): the paper's Eq. 8 has one β")
         for name in ("awr_beta", "beta_cost", "initial_alpha", "q_weight", "actor_lr", "critic_lr", "value_lr"):
             if getattr(self, name) is not None and not getattr(self, name) > 0:
-                self._value_error(f"{name} must be > 0, got {getattr(self, name)}")
+                self.config_error(f"{name} must be > 0, got {getattr(self, name)}")
         for name in ("expectile_reward", "expectile_cost"):
             if not 0.0 < getattr(self, name) < 1.0:
-                self._value_error(f"{name} must be in (0, 1), got {getattr(self, name)}")
+                self.config_error(f"{name} must be in (0, 1), got {getattr(self, name)}")
 
-    @property
     @override(OfflineSafeConfig)
-    def _model_config_auto_includes(self) -> dict[str, Any]:
-        return super()._model_config_auto_includes | {
+    def model_config_settings(self) -> dict[str, Any]:
+        return super().model_config_settings() | {
             "num_heads": self.num_heads, "shared_actor": self.shared_actor,
             "learn_std": self.implementation == "paper", "cost_maximize": self.implementation == "code",
             "backbone": self.backbone, "actor_time": bool(self.actor_time), "cost_gamma": self.resolved_cost_gamma,

@@ -132,24 +132,23 @@ class CDTConfig(OfflineSafeConfig):
         super().validate()
         for name in ("embedding_dim", "num_layers", "attention_heads", "seq_len", "warmup_steps"):
             if not getattr(self, name) >= 1:
-                self._value_error(f"{name} must be >= 1, got {getattr(self, name)}")
+                self.config_error(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.embedding_dim % self.attention_heads:
-            self._value_error(f"embedding_dim ({self.embedding_dim}) must be a multiple of attention_heads "
+            self.config_error(f"embedding_dim ({self.embedding_dim}) must be a multiple of attention_heads "
                               f"({self.attention_heads})")
         for name in ("lr", "temperature_lr", "init_temperature", "reward_scale"):
             if not getattr(self, name) > 0:
-                self._value_error(f"{name} must be > 0, got {getattr(self, name)}")
+                self.config_error(f"{name} must be > 0, got {getattr(self, name)}")
         if not 0 <= self.dropout < 1:
-            self._value_error(f"dropout must be in [0, 1), got {self.dropout}")
+            self.config_error(f"dropout must be in [0, 1), got {self.dropout}")
         if self.augment_fraction < 0:
-            self._value_error(f"augment_fraction must be >= 0, got {self.augment_fraction}")
+            self.config_error(f"augment_fraction must be >= 0, got {self.augment_fraction}")
         if not self.resolved_return_targets:
-            self._value_error("return_targets must hold at least one (cost, return) pair")
+            self.config_error("return_targets must hold at least one (cost, return) pair")
 
-    @property
     @override(OfflineSafeConfig)
-    def _model_config_auto_includes(self) -> dict[str, Any]:
-        return super()._model_config_auto_includes | {
+    def model_config_settings(self) -> dict[str, Any]:
+        return super().model_config_settings() | {
             "embedding_dim": self.embedding_dim, "num_layers": self.num_layers,
             "attention_heads": self.attention_heads, "seq_len": self.seq_len, "dropout": self.dropout,
             "stochastic": self.stochastic, "reward_scale": self.reward_scale, "cost_offset": self.cost_offset,

@@ -78,17 +78,16 @@ class COptiDICEConfig(CostLimitedConfig):
     def validate(self) -> None:
         super().validate()
         if self.implementation not in IMPLEMENTATIONS:
-            self._value_error(f"implementation must be one of {IMPLEMENTATIONS}, got {self.implementation!r}")
+            self.config_error(f"implementation must be one of {IMPLEMENTATIONS}, got {self.implementation!r}")
         for name in ("alpha", "cost_ub_epsilon", "actor_lr", "critic_lr", "scalar_lr"):
             if not getattr(self, name) > 0:
-                self._value_error(f"{name} must be > 0, got {getattr(self, name)}")
+                self.config_error(f"{name} must be > 0, got {getattr(self, name)}")
         if self.data_noise < 0:
-            self._value_error(f"data_noise must be >= 0, got {self.data_noise}")
+            self.config_error(f"data_noise must be >= 0, got {self.data_noise}")
 
-    @property
     @override(CostLimitedConfig)
-    def _model_config_auto_includes(self) -> dict[str, Any]:
-        return super()._model_config_auto_includes | {"implementation": self.implementation,
+    def model_config_settings(self) -> dict[str, Any]:
+        return super().model_config_settings() | {"implementation": self.implementation,
                                                       "data_noise": self.data_noise}
 
     @override(CostLimitedConfig)

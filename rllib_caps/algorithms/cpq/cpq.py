@@ -62,9 +62,9 @@ class CPQConfig(VAEActorCriticConfig):
     def validate(self) -> None:
         super().validate()
         if not 0.0 <= self.ood_quantile <= 1.0:
-            self._value_error(f"ood_quantile must be in [0, 1], got {self.ood_quantile}")
+            self.config_error(f"ood_quantile must be in [0, 1], got {self.ood_quantile}")
         if self.ood_cost_scale <= 0:
-            self._value_error(f"ood_cost_scale must be > 0, got {self.ood_cost_scale}")
+            self.config_error(f"ood_cost_scale must be > 0, got {self.ood_cost_scale}")
 
     @override(VAEActorCriticConfig)
     def get_default_rl_module_spec(self) -> RLModuleSpec:

@@ -35,7 +35,7 @@ class BCTorchLearner(OfflineSafeTorchLearner):
 
     @override(TorchLearner)
     def configure_optimizers_for_module(self, module_id: ModuleID, config: Any = None) -> None:
-        self.register_adam_optimizers(module_id, {"actor": (self._module[module_id], config.actor_lr)})
+        self.register_adam_optimizers(module_id, {"actor": (self.module[module_id], config.actor_lr)})
 
     @override(OfflineSafeTorchLearner)
     def member_losses(self, fwd_out: dict, batch: dict, config: Any) -> dict[str, torch.Tensor]:

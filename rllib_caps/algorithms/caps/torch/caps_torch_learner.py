@@ -59,7 +59,7 @@ class CAPSTorchLearner(OfflineSafeTorchLearner):
     def configure_optimizers_for_module(self, module_id: ModuleID, config: Any = None) -> None:
         self._actor_lr_schedulers = getattr(self, "_actor_lr_schedulers", {})
         annealed = ("actor",) if config.anneal_actor_lr else ()
-        optimizers = self.register_adam_optimizers(module_id, optimizer_groups(self._module[module_id], config),
+        optimizers = self.register_adam_optimizers(module_id, optimizer_groups(self.module[module_id], config),
                                                    unscheduled=annealed)
         if annealed:
             self._actor_lr_schedulers[module_id] = torch.optim.lr_scheduler.CosineAnnealingLR(

@@ -83,7 +83,7 @@ class CDTTorchLearner(OfflineSafeTorchLearner):
 
     @override(TorchLearner)
     def configure_optimizers_for_module(self, module_id: ModuleID, config: Any = None) -> None:
-        module = self._module[module_id]
+        module = self.module[module_id]
         self.register_adam_optimizers(
             module_id, {"transformer": (module.transformer, config.lr),
                         "temperature": ([module.log_temperature], config.temperature_lr)},

@@ -36,7 +36,7 @@ class COptiDICETorchLearner(OfflineSafeTorchLearner):
 
     @override(TorchLearner)
     def configure_optimizers_for_module(self, module_id: ModuleID, config: Any = None) -> None:
-        module = self._module[module_id]
+        module = self.module[module_id]
         self.register_adam_optimizers(module_id, {
             "actor": (module.actor, config.actor_lr), "nu": (module.nu, config.critic_lr),
             "chi": (module.chi, config.critic_lr), "lagrange": (module.lagrange, config.scalar_lr),

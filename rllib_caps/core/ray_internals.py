@@ -1,0 +1,209 @@
+"""The one seam to RLlib's, Tune's and torch's private members: no other module of rllib_caps names them.
+
+Pinned to Ray 2.60.0 and torch 2.13.0 (requirements.txt); ``tests/test_ray_internals.py`` fails on another Ray
+and checks that every member in ``REQUIRED`` still exists (``missing_internals``), so an upgrade breaks here, by
+name, rather than silently elsewhere. Each private member, why we need it, and what would replace it:
+
+- ``AlgorithmConfig._model_config_auto_includes`` (property): the settings RLlib copies into ``model_config``,
+  i.e. what the RLModule sees of the config. ``ConfigHooks.model_config_settings`` is our public hook for it;
+  RLlib has no public one (its own algorithms override the property too).
+- ``AlgorithmConfig._value_error``: the validation error RLlib raises (or only logs, under
+  ``experimental(_validate_config=False)``); ``ConfigHooks.config_error``. Else: raise ``ValueError``.
+- ``AlgorithmConfig._is_online``: read by the public ``is_online``/``is_offline``, without a public setter;
+  ``ConfigHooks.mark_offline`` clears it, as RLlib's MARWIL does in its constructor.
+- ``TorchLearner._update``: RLlib's in-graph update step (forward, losses, backward, ``apply_gradients``).
+  Our learner runs several of them per ``Learner.update`` call, or replays one captured as a CUDA graph, so it
+  replaces it (``UpdateStepHook.update_step``) and calls RLlib's (``UpdateStepHook.rllib_update_step``). RLlib
+  has no public per-step hook; if one comes, ``UpdateStepHook`` moves to it.
+- ``Learner.update(_no_metrics_reduce=...)``: skips the metrics reduction of all but the last of the update
+  calls of one ``update_from_dataset``; ``update_learner``. Else: reduce every call (slower, same numbers).
+- ``Learner._learner_index``: seeds each learner's own minibatch generator; ``learner_index``. Else:
+  ``torch.distributed.get_rank()`` where the learners are distributed, 0 otherwise.
+- ``Learner._optimizer_parameters``: every registered optimiser in registration order, stepped directly when
+  nothing postprocesses the gradients (as ``TorchLearner.apply_gradients`` iterates them); ``optimizers``.
+  Else: ``get_optimizers_for_module`` over the module ids.
+- ``TorchLearner._grad_scalers``, ``TorchLearner._lr_scheduler_classes``: whether a grad scaler or torch lr
+  scheduler steps with the optimisers (then the direct step must not bypass RLlib);
+  ``scales_or_schedules``. Else: the settings they come from,
+  ``experimental(_torch_grad_scaler_class=..., _torch_lr_scheduler_classes=...)``.
+- ``Repeater._trial_id_to_group`` (Tune): the seed group of a trial, whose scores ``SeedRepeater`` averages
+  its own way; ``trial_group``. Else: keep the groups ourselves in ``suggest``.
+- ``torch._foreach_lerp_``: the Polyak step, one fused kernel per device; ``foreach_lerp_``. Else:
+  ``target.lerp_(online, tau)`` per tensor (many small kernels).
+- ``torch._amp_foreach_non_finite_check_and_unscale_``: the finiteness check of all gradients in one kernel
+  (``torch.amp.GradScaler``'s, with a scale of 1); ``non_finite_check_and_unscale_``. Else:
+  ``torch.isfinite`` per tensor (a device sync each).
+
+It imports no Ray (``losses`` and ``captured_step`` stay Ray-free): the hooks are mixins placed before the RLlib
+class they extend, and ``missing_internals`` imports the owners it checks.
+
+Private members with a public equivalent are not used: ``Learner._device`` (``Learner.device``),
+``Learner._module`` (``Learner.module``), ``MultiRLModule._rl_modules`` (``MultiRLModule.items()``),
+``LearnerGroup._learner`` (``LearnerGroup.foreach_learner``: ``local_learner``); ``PUBLIC_INSTEAD`` lists them
+so the test keeps them out of the code.
+
+RLModule's ``_forward_inference``, ``_forward_exploration`` and ``_forward_train`` are the hooks RLlib documents
+for every RLModule to implement (``OverrideToImplementCustomLogic``), so each module overrides them directly;
+``missing_internals`` checks them too (``OVERRIDE_HOOKS``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+if TYPE_CHECKING:
+    from ray.rllib.core.learner.learner import Learner
+    from ray.rllib.core.learner.learner_group import LearnerGroup
+    from ray.rllib.core.learner.torch.torch_learner import TorchLearner
+    from ray.tune.search import Repeater
+
+# owner (a class, a function's keyword arguments, or a module, by import path) -> the private members we use.
+REQUIRED: dict[str, tuple[str, ...]] = {
+    "ray.rllib.algorithms.algorithm_config.AlgorithmConfig": (
+        "_model_config_auto_includes", "_value_error", "_is_online"),
+    "ray.rllib.core.learner.learner.Learner": ("_learner_index", "_optimizer_parameters"),
+    "ray.rllib.core.learner.learner.Learner.update": ("_no_metrics_reduce",),
+    "ray.rllib.core.learner.torch.torch_learner.TorchLearner": ("_update", "_grad_scalers", "_lr_scheduler_classes"),
+    "ray.tune.search.Repeater": ("_trial_id_to_group",),
+    "torch": ("_foreach_lerp_", "_amp_foreach_non_finite_check_and_unscale_"),
+}
+# RLlib's documented underscore hooks, overridden in every RLModule: checked, not routed.
+OVERRIDE_HOOKS: dict[str, tuple[str, ...]] = {
+    "ray.rllib.core.rl_module.rl_module.RLModule": ("_forward_inference", "_forward_exploration", "_forward_train"),
+}
+# private member -> the public API used instead.
+PUBLIC_INSTEAD: dict[str, str] = {
+    "_device": "Learner.device",
+    "_module": "Learner.module",
+    "_rl_modules": "MultiRLModule.items() / keys() / [module_id]",
+    "_learner": "rllib_caps.core.ray_internals.local_learner (LearnerGroup.foreach_learner)",
+}
+
+
+class ConfigHooks:
+    """Mixin before ``AlgorithmConfig``: public names for the private members a config of ours uses."""
+
+    def model_config_settings(self) -> dict[str, Any]:
+        """The settings RLlib copies into ``model_config`` (after its own); a subclass extends its parent's."""
+        return {}
+
+    @property
+    def _model_config_auto_includes(self) -> dict[str, Any]:
+        return super()._model_config_auto_includes | self.model_config_settings()
+
+    def config_error(self, message: str) -> None:
+        """RLlib's validation error: ``ValueError`` (a warning only where config validation is switched off)."""
+        self._value_error(message)
+
+    def mark_offline(self) -> None:
+        """No training EnvRunners: ``is_online`` False (RLlib has no public setter)."""
+        self._is_online = False
+
+
+class UpdateStepHook:
+    """Mixin before ``TorchLearner``: the update step (one ``Learner.update`` call's in-graph work) is the public
+    ``update_step``, RLlib's being ``rllib_update_step``."""
+
+    def _update(self, batch: dict[str, Any]) -> tuple[Any, Any, Any]:
+        return self.update_step(batch)
+
+    def update_step(self, batch: dict[str, Any]) -> tuple[Any, Any, Any]:
+        """The update step on ``batch``; a subclass replaces it (by default RLlib's)."""
+        return self.rllib_update_step(batch)
+
+    def rllib_update_step(self, batch: dict[str, Any]) -> tuple[Any, Any, Any]:
+        """RLlib's torch update step: forward, losses, backward, ``apply_gradients``; returns (forward outputs,
+        losses per module, metrics)."""
+        return super()._update(batch)
+
+
+def update_learner(learner: Learner, batch: Any, *, timesteps: dict[str, Any] | None,
+                   reduce_metrics: bool) -> Any:
+    """``learner.update(batch=..., timesteps=...)``; without ``reduce_metrics`` the metrics stay unreduced for a
+    later call, and it returns None."""
+    return learner.update(batch=batch, timesteps=timesteps, _no_metrics_reduce=not reduce_metrics)
+
+
+def learner_index(learner: Learner) -> int:
+    """The learner's index in its learner group (0 for a local learner)."""
+    return learner._learner_index
+
+
+def optimizers(learner: Learner) -> Iterable[torch.optim.Optimizer]:
+    """Every optimiser registered with ``learner``, in registration order."""
+    return learner._optimizer_parameters
+
+
+def scales_or_schedules(learner: TorchLearner) -> bool:
+    """Whether a torch grad scaler or lr scheduler (``experimental(_torch_...)``) steps with the optimisers."""
+    return learner._grad_scalers is not None or learner._lr_scheduler_classes is not None
+
+
+def local_learner(learner_group: LearnerGroup) -> Learner:
+    """The learner of a local learner group (built in this process)."""
+    if not learner_group.is_local:
+        raise ValueError("the learner group has remote learners, not a local one")
+    (call,) = learner_group.foreach_learner(lambda learner: learner)
+    return call.get()
+
+
+def trial_group(repeater: Repeater, trial_id: str) -> Any:
+    """The group of repeated trials (one per seed) that ``trial_id`` belongs to, in a Tune ``Repeater``."""
+    return repeater._trial_id_to_group[trial_id]
+
+
+def foreach_lerp_(targets: Sequence[torch.Tensor], sources: Sequence[torch.Tensor], weight: float) -> None:
+    """``target ← target + weight (source − target)`` for every pair, in place (one fused kernel per device)."""
+    torch._foreach_lerp_(targets, sources, weight)
+
+
+def non_finite_check_and_unscale_(tensors: Sequence[torch.Tensor], found_inf: torch.Tensor,
+                                  inv_scale: torch.Tensor) -> None:
+    """Multiplies ``tensors`` by ``inv_scale`` in place and sets ``found_inf`` to 1 if any entry is not finite
+    (one kernel; ``torch.amp.GradScaler``'s check)."""
+    torch._amp_foreach_non_finite_check_and_unscale_(tensors, found_inf, inv_scale)
+
+
+def missing_internals() -> list[str]:
+    """The members of ``REQUIRED`` and ``OVERRIDE_HOOKS`` that the installed Ray and torch lack, as
+    ``owner.name`` (empty on the pinned versions)."""
+    tables = (*REQUIRED.items(), *OVERRIDE_HOOKS.items())
+    return [f"{owner}.{name}" for owner, names in tables for name in names if not _has(_resolve(owner), name)]
+
+
+def _resolve(path: str) -> Any:
+    """The object at an import path such as ``package.module.Class.method``."""
+    parts = path.split(".")
+    for split in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:split]))
+        except ImportError:
+            continue
+        for attribute in parts[split:]:
+            obj = getattr(obj, attribute)
+        return obj
+    raise ImportError(path)
+
+
+def _has(owner: Any, name: str) -> bool:
+    """A keyword argument of a function, an attribute of a class or module, or an instance attribute that the
+    class (or a base) assigns as ``self.<name>``."""
+    if inspect.isfunction(owner):
+        return name in inspect.signature(owner).parameters
+    if hasattr(owner, name):
+        return True
+    assignment = re.compile(rf"\bself\.{re.escape(name)}\s*(:[^=\n]*)?=[^=]")
+    return inspect.isclass(owner) and any(assignment.search(_source(cls)) for cls in owner.__mro__)
+
+
+def _source(cls: type) -> str:
+    try:
+        return inspect.getsource(cls)
+    except (OSError, TypeError):  # builtins
+        return ""
