@@ -12,12 +12,12 @@ import torch
 
 from rllib_caps.algorithms.bearl import forward as bearl_forward
 from rllib_caps.algorithms.bearl.losses import BEARLLossSettings, bearl_losses
+from rllib_caps.algorithms.cost_limited.lagrangian import PIDGains
 from rllib_caps.algorithms.cpq import forward as cpq_forward
 from rllib_caps.algorithms.cpq.losses import CPQLossSettings, cpq_losses
-from rllib_caps.core.lagrangian import PIDGains
+from rllib_caps.algorithms.vae_actor_critic.nets import VAEActorCriticNets
 from rllib_caps.core.losses import polyak_update
 from rllib_caps.core.optim import adam
-from rllib_caps.core.vae_actor_critic_nets import VAEActorCriticNets
 from rllib_caps.data import TransitionDataset
 
 FAMILY = {  # algorithm -> (training forward, losses, loss settings class, critic groups, targets)

@@ -20,9 +20,9 @@ import torch
 
 from rllib_caps import CAPSPolicy
 from rllib_caps.algorithms.registry import build_config
-from rllib_caps.core.atomic import atomic_file
 from rllib_caps.envs import make_env
 from rllib_caps.envs.tasks import get_task
+from rllib_caps.utils.atomic import atomic_file
 
 SUITE_TASKS = {"bullet": "BallCircle", "safetygym": "PointGoal1", "velocity": "AntVelocity", "metadrive": "easysparse"}
 

@@ -23,10 +23,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from rllib_caps.core.atomic import atomic_directory
 from rllib_caps.sweeps.options import SweepOptions
 from rllib_caps.sweeps.runner import run_sweep
 from rllib_caps.sweeps.trials import dataset_dir
+from rllib_caps.utils.atomic import atomic_directory
 
 
 def _tree_cpu_seconds() -> dict[int, float]:

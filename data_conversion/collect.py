@@ -49,9 +49,9 @@ from tqdm import tqdm
 
 from data_conversion.behavior_policies import GaussianPolicy, Snapshot, ensure_ray, train_snapshots
 from data_conversion.dsrl_format import KEYS, write_dsrl_hdf5
-from rllib_caps.core.atomic import atomic_file
 from rllib_caps.envs import make_env
 from rllib_caps.envs.tasks import TaskSpec, get_task
+from rllib_caps.utils.atomic import atomic_file
 
 logger = logging.getLogger(__name__)
 

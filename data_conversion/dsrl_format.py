@@ -15,8 +15,8 @@ from types import TracebackType
 import h5py
 import numpy as np
 
-from rllib_caps.core.atomic import temporary_sibling
 from rllib_caps.data.errors import DatasetError
+from rllib_caps.utils.atomic import temporary_sibling
 
 OBS_KEYS = ("observations", "next_observations")
 FLOAT_KEYS = (*OBS_KEYS, "actions", "rewards", "costs")

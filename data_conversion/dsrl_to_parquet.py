@@ -38,7 +38,6 @@ import pyarrow as pa
 from tqdm import tqdm
 
 from data_conversion.dsrl_format import READ_CHUNK_ROWS, DsrlReader
-from rllib_caps.core.atomic import atomic_directory
 from rllib_caps.data.errors import DatasetError
 from rllib_caps.data.schema import (
     COLUMNS,
@@ -51,6 +50,7 @@ from rllib_caps.data.schema import (
 from rllib_caps.data.validation import file_sha256
 from rllib_caps.envs.compat.dsrl import load_infos
 from rllib_caps.envs.tasks import TaskSpec, get_task
+from rllib_caps.utils.atomic import atomic_directory
 
 TOOL_VERSION = "2"  # bump when the output of the same input changes
 PART_ROWS = 4 * READ_CHUNK_ROWS  # rows per Parquet part file

@@ -17,8 +17,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rllib_caps.core.atomic import OutputNotWritableError, atomic_file
-from rllib_caps.core.checks import check_writable, seed_type
 from rllib_caps.core.critic_variants import CRITICS, CriticVariantsAPI, FQESettings
 from rllib_caps.core.interrupts import interruptible
 from rllib_caps.core.results import format_results_table
@@ -27,6 +25,8 @@ from rllib_caps.data import DatasetError
 from rllib_caps.data.schema import OBS
 from rllib_caps.data.validation import check_dataset
 from rllib_caps.envs import TaskSpec, get_task
+from rllib_caps.utils.atomic import OutputNotWritableError, atomic_file
+from rllib_caps.utils.checks import check_writable, seed_type
 
 logger = logging.getLogger("rllib_caps.evaluate")
 

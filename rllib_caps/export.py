@@ -12,10 +12,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from rllib_caps.core.atomic import OutputExistsError, OutputNotWritableError, atomic_file
-from rllib_caps.core.checks import check_writable
-from rllib_caps.core.console import divert_library_notices
-from rllib_caps.core.manifest import CheckpointError
+from rllib_caps.utils.atomic import OutputExistsError, OutputNotWritableError, atomic_file
+from rllib_caps.utils.checks import check_writable
+from rllib_caps.utils.console import divert_library_notices
+from rllib_caps.utils.manifest import CheckpointError
 
 FORMATS = ("onnx",)
 
@@ -46,8 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     from rllib_caps.algorithms.caps.export import export_onnx, policy_card, training_data
     from rllib_caps.algorithms.caps.policy import CAPSPolicy
     from rllib_caps.algorithms.registry import load_policy
-    from rllib_caps.core.paths import resolve_local
     from rllib_caps.report.records import checkpoint_evaluation
+    from rllib_caps.utils.paths import resolve_local
 
     out, checkpoint = Path(args.out), Path(resolve_local(args.checkpoint))
     card = out.with_suffix(".md")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from rllib_caps.core.console import aligned_table
 from rllib_caps.envs.tasks import SUITES, TaskSpec, select_tasks
+from rllib_caps.utils.console import aligned_table
 
 
 def format_table(tasks: list[TaskSpec]) -> str:

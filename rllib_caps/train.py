@@ -25,15 +25,15 @@ from rllib_caps.algorithms.registry import (
     names_where,
     trained_per_threshold,
 )
-from rllib_caps.core.atomic import OutputExistsError, OutputNotWritableError, atomic_directory
-from rllib_caps.core.checks import number_type, seed_type
-from rllib_caps.core.console import divert_library_notices
 from rllib_caps.core.interrupts import init_ray, interruptible
 from rllib_caps.core.keys import EVALUATION_FILE, RESULTS_KEY, TIME_LIMITS
 from rllib_caps.core.results import format_results_table
 from rllib_caps.data import DatasetError
 from rllib_caps.data.validation import check_dataset
 from rllib_caps.envs import get_task
+from rllib_caps.utils.atomic import OutputExistsError, OutputNotWritableError, atomic_directory
+from rllib_caps.utils.checks import number_type, seed_type
+from rllib_caps.utils.console import divert_library_notices
 
 logger = logging.getLogger("rllib_caps.train")
 

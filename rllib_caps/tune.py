@@ -22,9 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from rllib_caps.algorithms.registry import ALGORITHMS, defaults_text, names_where, trained_per_threshold
-from rllib_caps.core.atomic import OutputNotWritableError
-from rllib_caps.core.checks import check_writable, seed_type
-from rllib_caps.core.console import divert_library_notices
 from rllib_caps.core.keys import TIME_LIMITS
 from rllib_caps.envs import SUITES, TaskSpec
 from rllib_caps.report.records import REPORT_DIR, load_trials
@@ -32,6 +29,9 @@ from rllib_caps.sweeps.grid import describe_grid
 from rllib_caps.sweeps.options import SweepError, SweepOptions, option_type, resolve_options
 from rllib_caps.sweeps.runner import check_experiment_dir, run_sweep, start_ray
 from rllib_caps.sweeps.trials import missing_datasets, missing_datasets_message
+from rllib_caps.utils.atomic import OutputNotWritableError
+from rllib_caps.utils.checks import check_writable, seed_type
+from rllib_caps.utils.console import divert_library_notices
 
 logger = logging.getLogger("rllib_caps.tune")
 

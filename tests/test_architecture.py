@@ -15,7 +15,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "rllib_caps"
 
 # Lowest first; a module may import from its own layer or lower ones. `report` must not import `sweeps`.
-LAYERS = {"envs": 0, "data": 0, "core": 1, "algorithms": 2, "sweeps": 3, "report": 3}
+LAYERS = {"utils": 0, "envs": 0, "data": 0, "core": 1, "algorithms": 2, "sweeps": 3, "report": 3}
 CLI_LAYER = 4  # rllib_caps/{tasks,train,evaluate,export,tune,bench,onnx_runtime}.py, report/__main__.py, the facade
 FORBIDDEN = {("report", "sweeps"), ("envs", "data"), ("data", "envs")}
 

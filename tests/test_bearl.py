@@ -13,10 +13,10 @@ import torch
 from benchmarks.baselines_plain import PlainLoop, run_spec
 from rllib_caps.algorithms.bearl.keys import ACTOR_SAMPLES, VAE_SAMPLES
 from rllib_caps.algorithms.bearl.losses import BEARLLossSettings, bearl_losses, mmd, soft_clipped_target
+from rllib_caps.algorithms.cost_limited.lagrangian import PIDGains
 from rllib_caps.algorithms.registry import build_config
+from rllib_caps.algorithms.vae_actor_critic import keys as k
 from rllib_caps.bench import local_learner
-from rllib_caps.core import keys as k
-from rllib_caps.core.lagrangian import PIDGains
 from rllib_caps.core.learner import STEPS_PER_CALL
 from rllib_caps.data import schema
 

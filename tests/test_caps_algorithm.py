@@ -11,13 +11,13 @@ import torch
 
 from rllib_caps.algorithms.caps.policy import CAPSPolicy
 from rllib_caps.algorithms.registry import build_config
-from rllib_caps.core.manifest import CheckpointError
 from rllib_caps.core.rollout import evaluate_policy
 from rllib_caps.data import TransitionDataset
 from rllib_caps.envs.tasks import get_task
 from rllib_caps.evaluate import main as evaluate_main
 from rllib_caps.train import main as train_main
 from rllib_caps.train import train
+from rllib_caps.utils.manifest import CheckpointError
 
 BUNDLED = Path(__file__).resolve().parents[1] / "datasets" / "BallCircle"
 pytestmark = pytest.mark.slow

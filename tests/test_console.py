@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rllib_caps.core.console import divert_library_notices
+from rllib_caps.utils.console import divert_library_notices
 
 
 def _record(name: str, message: str) -> logging.LogRecord:

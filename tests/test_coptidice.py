@@ -21,9 +21,9 @@ from rllib_caps.algorithms.coptidice.losses import (
     stationary_ratio,
 )
 from rllib_caps.algorithms.coptidice.nets import NETWORKS, COptiDICENets
+from rllib_caps.algorithms.cost_limited.lagrangian import SoftplusMultiplier
 from rllib_caps.algorithms.registry import build_config
 from rllib_caps.bench import local_learner
-from rllib_caps.core.lagrangian import SoftplusMultiplier
 from rllib_caps.core.learner import STEPS_PER_CALL
 from rllib_caps.core.nets import squashed_log_prob
 from rllib_caps.data import DatasetError, TransitionDataset, schema

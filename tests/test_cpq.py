@@ -15,10 +15,10 @@ from rllib_caps.algorithms.cpq.forward import CRITIC_GROUPS, TARGETS, cpq_traini
 from rllib_caps.algorithms.cpq.keys import OOD_KL, QC_OOD
 from rllib_caps.algorithms.cpq.losses import CPQLossSettings, cpq_losses, ood_cost
 from rllib_caps.algorithms.registry import build_config
+from rllib_caps.algorithms.vae_actor_critic import keys as k
+from rllib_caps.algorithms.vae_actor_critic.nets import VAEActorCriticNets
+from rllib_caps.algorithms.vae_actor_critic.vae import gaussian_kl
 from rllib_caps.bench import local_learner
-from rllib_caps.core import keys as k
-from rllib_caps.core.vae import gaussian_kl
-from rllib_caps.core.vae_actor_critic_nets import VAEActorCriticNets
 from rllib_caps.data import TransitionDataset, schema
 
 BUNDLED = Path(__file__).resolve().parents[1] / "datasets" / "BallCircle"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rllib_caps.core.manifest import MANIFEST, CheckpointError, verify_manifest, write_manifest
+from rllib_caps.utils.manifest import MANIFEST, CheckpointError, verify_manifest, write_manifest
 
 
 def make_checkpoint(root: Path) -> Path:

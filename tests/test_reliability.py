@@ -17,8 +17,6 @@ from data_conversion.dsrl_to_parquet import main as convert_main
 from rllib_caps.algorithms.caps.policy import CAPSPolicy
 from rllib_caps.algorithms.cdt.policy import CDTPolicy
 from rllib_caps.algorithms.registry import build_config
-from rllib_caps.core.atomic import OutputNotWritableError
-from rllib_caps.core.checks import check_number, check_seed, check_writable
 from rllib_caps.evaluate import main as evaluate_main
 from rllib_caps.report import write_report
 from rllib_caps.report.__main__ import main as report_main
@@ -27,6 +25,8 @@ from rllib_caps.sweeps.options import SweepError, resolve_options
 from rllib_caps.train import main as train_main
 from rllib_caps.tune import main as tune_main
 from rllib_caps.tune import parse_args as parse_tune_args
+from rllib_caps.utils.atomic import OutputNotWritableError
+from rllib_caps.utils.checks import check_number, check_seed, check_writable
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLED = ROOT / "datasets" / "BallCircle"

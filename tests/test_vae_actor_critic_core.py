@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from rllib_caps.core.lagrangian import MultiplierState, PIDGains, dual_log_step, pid_lagrangian
+from rllib_caps.algorithms.cost_limited.lagrangian import MultiplierState, PIDGains, dual_log_step, pid_lagrangian
+from rllib_caps.algorithms.vae_actor_critic.vae import PRIOR_CLIP, ConditionalVAE, gaussian_kl, vae_loss
 from rllib_caps.core.losses import ensemble_mse, td_target
 from rllib_caps.core.nets import QEnsemble, SquashedGaussianActor, frozen_call
-from rllib_caps.core.vae import PRIOR_CLIP, ConditionalVAE, gaussian_kl, vae_loss
 
 BUNDLED = Path(__file__).resolve().parents[1] / "datasets" / "BallCircle"
 

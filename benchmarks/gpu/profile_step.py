@@ -22,7 +22,8 @@ import torch
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
-from rllib_caps.bench import PlainLoop, rllib_learner_step, write_synthetic_dataset
+from rllib_caps.algorithms.caps.plain_loop import PlainLoop
+from rllib_caps.bench import rllib_learner_step, write_synthetic_dataset
 
 SYNCS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
 

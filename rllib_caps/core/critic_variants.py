@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from rllib_caps.core.smoke import smoke_test
+from rllib_caps.utils.smoke import smoke_test
 
 # The critics the switching rule reads: the offline ones, FQE Q̂^r with the offline Q^c, FQE Q̂^r and Q̂^c.
 CRITICS = ("offline", "fqe-reward", "fqe-both")

@@ -12,8 +12,8 @@ from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_LEARNER_GROUP, COMPONENT
 from ray.rllib.core.rl_module.rl_module import RLModule
 from ray.rllib.utils.spaces.space_utils import unsquash_action
 
-from rllib_caps.core.manifest import CheckpointError, verify_manifest
-from rllib_caps.core.paths import resolve_local
+from rllib_caps.utils.manifest import CheckpointError, verify_manifest
+from rllib_caps.utils.paths import resolve_local
 
 
 def module_checkpoint_dir(path: str | Path) -> Path:

@@ -2,7 +2,7 @@
 this process started shut down (no orphaned raylet, dashboard or runtime-env agent), and the shell's exit status for
 the signal (130 for SIGINT, 143 for SIGTERM).
 
-Outputs are written atomically (``rllib_caps.core.atomic``), so an interrupted command leaves no half-written file:
+Outputs are written atomically (``rllib_caps.utils.atomic``), so an interrupted command leaves no half-written file:
 the temporary directory is removed as the interrupt unwinds through it.
 """
 

@@ -26,13 +26,13 @@ from ray.rllib.utils.metrics import LEARNER_RESULTS, LEARNER_UPDATE_TIMER, NUM_E
 from rllib_caps.core.budget_connector import CostBudget
 from rllib_caps.core.evaluation import evaluate_at_thresholds
 from rllib_caps.core.keys import TIME_LIMITS
-from rllib_caps.core.manifest import verify_manifest, write_manifest
-from rllib_caps.core.paths import resolve_local
 from rllib_caps.core.ray_internals import ConfigHooks, local_learner
-from rllib_caps.core.smoke import smoke_test
 from rllib_caps.data import parquet_files
 from rllib_caps.envs import TaskSpec, get_task, register_envs
 from rllib_caps.envs.tasks import is_task_name
+from rllib_caps.utils.manifest import verify_manifest, write_manifest
+from rllib_caps.utils.paths import resolve_local
+from rllib_caps.utils.smoke import smoke_test
 
 CAPTURED_STEP_SETTINGS = ("auto", True, False)
 MATMUL_PRECISIONS = ("highest", "high")
@@ -245,7 +245,7 @@ class OfflineSafeAlgorithm(Algorithm):
     @override(Algorithm)
     def save_to_path(self, path: Any = None, **kwargs: Any) -> str:
         """``Algorithm.save_to_path`` that also takes a relative local path, and writes ``manifest.json`` with the
-        sha256 of every file of a local checkpoint (``rllib_caps.core.manifest``)."""
+        sha256 of every file of a local checkpoint (``rllib_caps.utils.manifest``)."""
         saved = super().save_to_path(None if path is None else resolve_local(path), **kwargs)
         if "://" not in saved and kwargs.get("filesystem") is None:
             write_manifest(Path(saved))

@@ -17,8 +17,8 @@ from tqdm import tqdm
 from rllib_caps.core.budget import info_cost
 from rllib_caps.core.results import results_dict
 from rllib_caps.core.scoring import EpisodeOutcome, summarize
-from rllib_caps.core.smoke import smoke_test
 from rllib_caps.envs import TaskSpec, make_env
+from rllib_caps.utils.smoke import smoke_test
 
 
 def run_episode(policy: Any, env: Any, threshold: float, seed: int, fixed_head: int | None = None) -> EpisodeOutcome:

@@ -45,7 +45,7 @@ def arrow_table(columns: Mapping[str, np.ndarray]) -> pa.Table:
 
 def write_parquet_parts(tables: Iterable[pa.Table], data_dir: Path, part_rows: int) -> tuple[str, ...]:
     """Writes ``tables`` as ``data_dir/part-NNNNN.parquet`` files of at most ``part_rows`` rows each; returns
-    their names. The caller makes the directory atomic (see ``rllib_caps.core.atomic``)."""
+    their names. The caller makes the directory atomic (see ``rllib_caps.utils.atomic``)."""
     data_dir.mkdir(parents=True, exist_ok=True)
     files: list[str] = []
     writer: pq.ParquetWriter | None = None

@@ -25,8 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rllib_caps.algorithms.registry import get_algorithm
-from rllib_caps.core.atomic import OutputExistsError, OutputNotWritableError, atomic_directory
-from rllib_caps.core.checks import check_writable
 from rllib_caps.envs.metadrive import FIDELITY_NOTE
 from rllib_caps.report.ablations import AblationTable, ablation_tables
 from rllib_caps.report.ablations import format_csv as ablations_csv
@@ -40,6 +38,8 @@ from rllib_caps.report.cost_limits import (
 )
 from rllib_caps.report.records import REPORT_DIR, ReportError, load_trials
 from rllib_caps.report.tables import MainTable, format_csv, format_latex, format_markdown, summarize
+from rllib_caps.utils.atomic import OutputExistsError, OutputNotWritableError, atomic_directory
+from rllib_caps.utils.checks import check_writable
 
 
 @dataclass(frozen=True)

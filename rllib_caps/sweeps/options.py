@@ -11,9 +11,9 @@ from typing import Any
 import yaml
 
 from rllib_caps.algorithms.registry import ALGORITHMS, DEFAULT_ALGORITHM, get_algorithm
-from rllib_caps.core.checks import check_number, check_seed, number_type
 from rllib_caps.core.critic_variants import CRITICS
 from rllib_caps.envs import TaskSpec, select_tasks
+from rllib_caps.utils.checks import check_number, check_seed, number_type
 
 
 class SweepError(ValueError):
@@ -23,7 +23,7 @@ class SweepError(ValueError):
 ACTORS = ("shared", "separate")
 COMMAND_LINE = "the command line"
 COMMAND_LINE_ONLY = {"resume", "address", "dashboard", "dry_run", "verify"}  # not YAML keys
-# Numeric options and training settings: the bounds of core.checks.check_number. None fields are unset.
+# Numeric options and training settings: the bounds of utils.checks.check_number. None fields are unset.
 NUMBERS: dict[str, dict[str, Any]] = {
     "fqe_steps": {"integer": True, "minimum": 1}, "steps": {"integer": True, "minimum": 1},
     "eval_episodes": {"integer": True, "minimum": 0}, "eval_runners": {"integer": True, "minimum": 0},

@@ -21,13 +21,13 @@ import numpy as np
 import yaml
 from ray.tune.search import Repeater
 
-from rllib_caps.core.atomic import atomic_file
 from rllib_caps.core.ray_internals import trial_group
 from rllib_caps.report.records import TrialRecord, load_trials
 from rllib_caps.sweeps.options import SweepError, SweepOptions
 from rllib_caps.sweeps.resources import plan_resources
 from rllib_caps.sweeps.runner import check_experiment_dir, check_trials, run_experiment, setup_dict
 from rllib_caps.sweeps.trials import constrained_objective
+from rllib_caps.utils.atomic import atomic_file
 
 logger = logging.getLogger("rllib_caps.sweeps.search")
 

@@ -20,7 +20,7 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.utils.annotations import override
 
 from rllib_caps.algorithms.bc.losses import POLICIES
-from rllib_caps.core.cost_limited import CostLimitedConfig
+from rllib_caps.algorithms.cost_limited.cost_limited import CostLimitedConfig
 from rllib_caps.core.offline import OfflineSafeAlgorithm, OfflineSafeConfig
 
 

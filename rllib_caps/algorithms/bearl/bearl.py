@@ -20,9 +20,9 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.utils.annotations import override
 
 from rllib_caps.algorithms.bearl.losses import KERNELS, BEARLLossSettings
-from rllib_caps.core.lagrangian import PIDGains
+from rllib_caps.algorithms.cost_limited.lagrangian import PIDGains
+from rllib_caps.algorithms.vae_actor_critic.vae_actor_critic import VAEActorCriticConfig
 from rllib_caps.core.offline import OfflineSafeAlgorithm
-from rllib_caps.core.vae_actor_critic import VAEActorCriticConfig
 
 
 class BEARLConfig(VAEActorCriticConfig):

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from rllib_caps.algorithms.bearl.keys import ACTOR_SAMPLES, VAE_SAMPLES
-from rllib_caps.core import keys as k
+from rllib_caps.algorithms.vae_actor_critic import keys as k
 from rllib_caps.core.nets import frozen_call
 from rllib_caps.data import schema
 

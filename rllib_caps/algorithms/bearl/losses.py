@@ -8,11 +8,11 @@ from dataclasses import dataclass
 import torch
 
 from rllib_caps.algorithms.bearl.keys import ACTOR_SAMPLES, VAE_SAMPLES
-from rllib_caps.core import keys as k
-from rllib_caps.core.lagrangian import PIDGains, dual_log_step, pid_lagrangian
+from rllib_caps.algorithms.cost_limited.lagrangian import PIDGains, dual_log_step, pid_lagrangian
+from rllib_caps.algorithms.vae_actor_critic import keys as k
+from rllib_caps.algorithms.vae_actor_critic.vae import vae_loss
 from rllib_caps.core.losses import ensemble_mse, td_target
 from rllib_caps.core.time_limit import episode_ends
-from rllib_caps.core.vae import vae_loss
 from rllib_caps.data import schema
 
 KERNELS = ("gaussian", "laplacian")

@@ -24,7 +24,7 @@ from rllib_caps.algorithms.cdt.losses import CDTLossSettings
 from rllib_caps.algorithms.cdt.relabel import AugmentationSettings
 from rllib_caps.algorithms.cdt.targets import task_settings
 from rllib_caps.core.offline import OfflineSafeAlgorithm, OfflineSafeConfig
-from rllib_caps.core.smoke import smoke_test
+from rllib_caps.utils.smoke import smoke_test
 
 
 class CDTConfig(OfflineSafeConfig):

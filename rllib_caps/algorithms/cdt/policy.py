@@ -23,7 +23,7 @@ from ray.rllib.core.rl_module.rl_module import RLModule
 from rllib_caps.algorithms.cdt.context import ContextWindow
 from rllib_caps.core.budget import check_budget_input
 from rllib_caps.core.deployment import DeployedPolicy
-from rllib_caps.core.manifest import CheckpointError
+from rllib_caps.utils.manifest import CheckpointError
 
 
 class CDTPolicy(DeployedPolicy):

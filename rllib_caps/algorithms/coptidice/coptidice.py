@@ -20,9 +20,9 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.utils.annotations import override
 
 from rllib_caps.algorithms.coptidice.losses import COptiDICELossSettings
-from rllib_caps.core.cost_limited import CostLimitedConfig
+from rllib_caps.algorithms.cost_limited.cost_limited import CostLimitedConfig
+from rllib_caps.algorithms.vae_actor_critic.vae_actor_critic import IMPLEMENTATIONS
 from rllib_caps.core.offline import OfflineSafeAlgorithm
-from rllib_caps.core.vae_actor_critic import IMPLEMENTATIONS
 
 
 class COptiDICEConfig(CostLimitedConfig):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from rllib_caps.core.lagrangian import SoftplusMultiplier
+from rllib_caps.algorithms.cost_limited.lagrangian import SoftplusMultiplier
 from rllib_caps.core.nets import MLPPair, SquashedGaussianActor
 from rllib_caps.data import TransitionDataset
 from rllib_caps.data.schema import ACTIONS, OBS

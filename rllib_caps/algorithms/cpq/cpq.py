@@ -20,8 +20,8 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.utils.annotations import override
 
 from rllib_caps.algorithms.cpq.losses import CPQLossSettings
+from rllib_caps.algorithms.vae_actor_critic.vae_actor_critic import VAEActorCriticConfig
 from rllib_caps.core.offline import OfflineSafeAlgorithm
-from rllib_caps.core.vae_actor_critic import VAEActorCriticConfig
 
 
 class CPQConfig(VAEActorCriticConfig):

@@ -8,9 +8,9 @@ from typing import Any
 import torch
 
 from rllib_caps.algorithms.cpq.keys import OOD_KL, QC_OOD
-from rllib_caps.core import keys as k
+from rllib_caps.algorithms.vae_actor_critic import keys as k
+from rllib_caps.algorithms.vae_actor_critic.vae import gaussian_kl
 from rllib_caps.core.nets import frozen_call
-from rllib_caps.core.vae import gaussian_kl
 from rllib_caps.data import schema
 
 CRITIC_GROUPS = 1  # OSRL's EnsembleQCritic with num_q = 2: the min of one twin pair

@@ -1,4 +1,4 @@
-"""Torch BEAR-Lag RLModule: the family's networks (``rllib_caps.core.vae_actor_critic``) with two critic groups and
+"""Torch BEAR-Lag RLModule: the family's networks (``vae_actor_critic.vae_actor_critic``) with two critic groups and
 a target actor; ``_forward_train`` is ``bearl.forward.bearl_training_outputs``."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from ray.rllib.utils.annotations import override
 
 from rllib_caps.algorithms.bearl.default_bearl_rl_module import DefaultBEARLRLModule
 from rllib_caps.algorithms.bearl.forward import CRITIC_GROUPS, TARGETS, bearl_training_outputs
-from rllib_caps.core.vae_actor_critic import VAEActorCriticTorchModule
+from rllib_caps.algorithms.vae_actor_critic.vae_actor_critic import VAEActorCriticTorchModule
 
 
 class DefaultBEARLTorchRLModule(VAEActorCriticTorchModule, DefaultBEARLRLModule):

@@ -1,4 +1,4 @@
-"""Torch CPQ RLModule: the family's networks (``rllib_caps.core.vae_actor_critic``) with one critic twin pair each;
+"""Torch CPQ RLModule: the family's networks (``vae_actor_critic.vae_actor_critic``) with one critic twin pair each;
 ``_forward_train`` is ``cpq.forward.cpq_training_outputs``."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from ray.rllib.utils.annotations import override
 
 from rllib_caps.algorithms.cpq.default_cpq_rl_module import DefaultCPQRLModule
 from rllib_caps.algorithms.cpq.forward import CRITIC_GROUPS, TARGETS, cpq_training_outputs
-from rllib_caps.core.vae_actor_critic import VAEActorCriticTorchModule
+from rllib_caps.algorithms.vae_actor_critic.vae_actor_critic import VAEActorCriticTorchModule
 
 
 class DefaultCPQTorchRLModule(VAEActorCriticTorchModule, DefaultCPQRLModule):

@@ -9,8 +9,8 @@ import json
 import logging
 from pathlib import Path
 
-from rllib_caps.core.atomic import atomic_file
 from rllib_caps.data.validation import file_sha256
+from rllib_caps.utils.atomic import atomic_file
 
 MANIFEST = "manifest.json"
 

@@ -15,7 +15,7 @@ from numbers import Integral, Real
 from pathlib import Path
 from typing import Any
 
-from rllib_caps.core.atomic import OutputNotWritableError
+from rllib_caps.utils.atomic import OutputNotWritableError
 
 SEED_LIMIT = 2**32  # seeds are integers in [0, 2**32): numpy's and gymnasium's range
 

@@ -1,5 +1,5 @@
 """The networks of the VAE actor-critic family (BEAR-Lag, CPQ) without Ray: the RLModule
-(``rllib_caps.core.vae_actor_critic``) and a plain PyTorch loop (the benchmark) build them with the same function,
+(``vae_actor_critic.vae_actor_critic``) and a plain PyTorch loop (the benchmark) build them with the same function,
 and each algorithm's training forward (``algorithms/<name>/forward.py``) reads them by attribute name."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import copy
 
 from torch import nn
 
-from rllib_caps.core.lagrangian import MultiplierState
+from rllib_caps.algorithms.cost_limited.lagrangian import MultiplierState
+from rllib_caps.algorithms.vae_actor_critic.vae import ConditionalVAE
 from rllib_caps.core.nets import QEnsemble, SquashedGaussianActor
-from rllib_caps.core.vae import ConditionalVAE
 
 
 def add_networks(owner: nn.Module, *, obs_dim: int, act_dim: int, hidden: list[int], vae_hidden: list[int],
