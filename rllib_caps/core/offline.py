@@ -46,8 +46,6 @@ class OfflineSafeConfig(ConfigHooks, AlgorithmConfig):
         hidden: hidden layer sizes of every network.
         tau: Polyak coefficient of the target nets, applied after every gradient step.
         time_limit: "bootstrap", "terminal" or "time_aware" (``rllib_caps.core.time_limit``).
-        fused_critics: evaluate each critic pair (twin Qs, V^r/V^c) as one ensemble, one batched matmul per
-            layer (``rllib_caps.core.nets``): the same functions with fewer kernel launches, for GPUs.
         horizon: episode length T for the budget conversion and time-aware critics (default: the task's).
         captured_step: "auto" (default), True or False: record the whole gradient step once as a CUDA graph and
             replay it (``rllib_caps.core.captured_step``). "auto" captures on CUDA wherever the learner's step
@@ -67,7 +65,6 @@ class OfflineSafeConfig(ConfigHooks, AlgorithmConfig):
         self.hidden = [512, 512]
         self.tau = 0.005
         self.time_limit = "bootstrap"
-        self.fused_critics = False
         self.horizon: int | None = None
         self.captured_step: bool | str = "auto"
         self.matmul_precision = "highest"
@@ -91,7 +88,7 @@ class OfflineSafeConfig(ConfigHooks, AlgorithmConfig):
     @override(AlgorithmConfig)
     def training(self, *, num_gradient_steps: int = NotProvided, updates_per_iteration: int = NotProvided,
                  hidden: list[int] = NotProvided, tau: float = NotProvided, time_limit: str = NotProvided,
-                 fused_critics: bool = NotProvided, horizon: int | None = NotProvided,
+                 horizon: int | None = NotProvided,
                  captured_step: bool | str = NotProvided, matmul_precision: str = NotProvided,
                  **kwargs: Any) -> OfflineSafeConfig:
         super().training(**kwargs)
@@ -206,7 +203,7 @@ class OfflineSafeConfig(ConfigHooks, AlgorithmConfig):
     def model_config_settings(self) -> dict[str, Any]:
         return super().model_config_settings() | {
             "hidden": list(self.hidden), "gamma": self.gamma, "horizon": self.resolved_horizon,
-            "time_limit": self.resolved_time_limit, "fused_critics": bool(self.fused_critics),
+            "time_limit": self.resolved_time_limit,
             "task": self.task.name if self.task is not None else None,
             "seed": self.seed,  # so Ray-free evaluation can derive its episode seeds from the training seed
         }

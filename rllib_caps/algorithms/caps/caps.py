@@ -67,6 +67,8 @@ class CAPSConfig(OfflineSafeConfig):
         value_lr: Adam learning rate of the IQL value nets.
         initial_alpha: SAC+BC's initial temperature α (0.1); its target entropy is −|A|.
         q_weight: SAC+BC's TD3+BC normaliser: the Q term is scaled by q_weight / mean|Q| (2.5).
+        fused_critics: evaluate each critic pair (twin Qs, V^r/V^c) as one ensemble, one batched matmul per
+            layer (``rllib_caps.core.nets``): the same functions with fewer kernel launches, for GPUs.
     """
 
     def __init__(self, algo_class: type | None = None) -> None:
@@ -91,6 +93,7 @@ class CAPSConfig(OfflineSafeConfig):
         self.value_lr = 3e-4
         self.initial_alpha = 0.1
         self.q_weight = 2.5
+        self.fused_critics = False
 
     @override(OfflineSafeConfig)
     def training(
@@ -115,6 +118,7 @@ class CAPSConfig(OfflineSafeConfig):
         value_lr: float = NotProvided,
         initial_alpha: float = NotProvided,
         q_weight: float = NotProvided,
+        fused_critics: bool = NotProvided,
         **kwargs: Any,
     ) -> CAPSConfig:
         super().training(**kwargs)
@@ -218,6 +222,7 @@ class CAPSConfig(OfflineSafeConfig):
             "learn_std": self.implementation == "paper", "cost_maximize": self.implementation == "code",
             "backbone": self.backbone, "actor_time": bool(self.actor_time), "cost_gamma": self.resolved_cost_gamma,
             "clamp_cost_q": self.resolved_clamp_cost_q, "initial_alpha": self.initial_alpha,
+            "fused_critics": bool(self.fused_critics),
         }
 
     @override(OfflineSafeConfig)
