@@ -14,19 +14,31 @@ from pathlib import Path
 
 import pytest
 
+from rllib_caps.core import interrupts
 from rllib_caps.core.interrupts import interruptible
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_ctrl_c_exits_130_with_what_was_kept(capsys: pytest.CaptureFixture) -> None:
+@pytest.fixture
+def ray_shutdowns(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Records ``shutdown_ray`` calls instead of shutting down this test process's Ray, which the session's other
+    tests share (the subprocess tests below check that the CLIs' own Ray is really gone)."""
+    calls: list[int] = []
+    monkeypatch.setattr(interrupts, "shutdown_ray", lambda: calls.append(1))
+    return calls
+
+
+def test_ctrl_c_exits_130_with_what_was_kept(capsys: pytest.CaptureFixture, ray_shutdowns: list[int]) -> None:
     with pytest.raises(SystemExit) as exit_info, interruptible("nothing kept"):
         raise KeyboardInterrupt
     assert exit_info.value.code == 130
     assert capsys.readouterr().err.strip() == "interrupted (SIGINT): nothing kept"
+    assert ray_shutdowns == [1]
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def test_sigterm_unwinds_like_ctrl_c_and_exits_143(capsys: pytest.CaptureFixture) -> None:
+def test_sigterm_unwinds_like_ctrl_c_and_exits_143(capsys: pytest.CaptureFixture, ray_shutdowns: list[int]) -> None:
     before = signal.getsignal(signal.SIGTERM)
     with pytest.raises(SystemExit) as exit_info, interruptible("the checkpoint at X"):
         os.kill(os.getpid(), signal.SIGTERM)
@@ -34,6 +46,7 @@ def test_sigterm_unwinds_like_ctrl_c_and_exits_143(capsys: pytest.CaptureFixture
     assert exit_info.value.code == 143
     assert "interrupted (SIGTERM): the checkpoint at X" in capsys.readouterr().err
     assert signal.getsignal(signal.SIGTERM) is before
+    assert ray_shutdowns == [1]
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
