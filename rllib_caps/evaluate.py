@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rllib_caps.core.calibration import Calibration, CostCriticAPI, dataset_calibration
 from rllib_caps.core.critic_variants import CRITICS, CriticVariantsAPI, FQESettings
 from rllib_caps.core.interrupts import interruptible
 from rllib_caps.core.results import format_results_table
@@ -41,6 +42,15 @@ def check_task_fits(policy: Any, task: TaskSpec, checkpoint: str, *, allow_misma
     if policy.task and policy.task != task.name and not allow_mismatch:
         raise ValueError(f"{checkpoint}: {trained_on}, not {task.name}; pass --allow-task-mismatch to evaluate it "
                          "there anyway")
+
+
+def format_calibration(calibration: Calibration, png: str) -> str:
+    """The calibration as a few lines: what the bias and the centred error say, and where the plot is."""
+    c = calibration
+    return (f"Cost critic on its dataset ({c.rows:,} rows): mean predicted Q^c {c.mean_predicted:.3g}, realised "
+            f"discounted cost-to-go {c.mean_realised:.3g}\n"
+            f"  bias {c.bias:+.3g} ({'pessimistic' if c.bias > 0 else 'optimistic'}), centred RMSE "
+            f"{c.centred_rmse:.3g}, correlation {c.correlation:.3f}; plot: {png}")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -68,6 +78,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help=f"FQE gradient steps [{FQESettings.steps}]")
     p.add_argument("--fqe-batch-size", type=int, default=FQESettings.batch_size,
                    help=f"FQE batch size [{FQESettings.batch_size}]")
+    p.add_argument("--calibration", metavar="PNG",
+                   help="also compare the policy's cost critic Q^c(s, a) with the discounted cost-to-go the dataset "
+                        "(--data) realised: bias (> 0: pessimistic), centred RMSE and correlation in the output "
+                        "(JSON key calibration), a reliability plot to this PNG")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table (one critic: its results; "
                    "several: critic -> results)")
     p.add_argument("--out", help="also write that JSON to this file (atomically; checked before any rollout)")
@@ -105,10 +119,16 @@ def main(argv: list[str] | None = None) -> int:
         if critics != ["offline"] and not isinstance(policy, CriticVariantsAPI):
             raise ValueError(f"--critic {' '.join(critics)}: {args.checkpoint} holds a {type(policy).__name__}, "
                              "which does not switch with critics")
+        if args.calibration and not isinstance(policy, CostCriticAPI):
+            raise ValueError(f"--calibration: {args.checkpoint} holds a {type(policy).__name__}, which reads no cost "
+                             "critic")
+        if args.calibration:
+            check_writable(args.calibration, "--calibration")
         dataset = None
-        if critics != ["offline"]:
+        if critics != ["offline"] or args.calibration:
             data = Path(args.data or Path("datasets") / task.name)
-            logger.info("loading %s to fit FQE critics for %s", data, ", ".join(c for c in critics if c != "offline"))
+            logger.info("loading %s for %s", data, "FQE and the calibration" if args.calibration and critics !=
+                        ["offline"] else "the calibration" if args.calibration else "FQE")
             check_dataset(data, task=task.name, obs_dim=task.obs_dim, act_dim=task.act_dim,
                           allow_task_mismatch=args.allow_task_mismatch, verify=args.verify)
             dataset = TransitionDataset.from_parquet(data)
@@ -127,7 +147,21 @@ def main(argv: list[str] | None = None) -> int:
                                                   fixed_head=args.head)}
         else:
             results = policy.evaluate_critics(dataset, task, thresholds, args.episodes, critics, settings, seed=seed)
-    payload = json.dumps(results[critics[0]] if len(critics) == 1 else results, indent=2)
+    output = dict(results[critics[0]] if len(critics) == 1 else results)
+    calibration = None
+    if args.calibration:
+        from rllib_caps.report.plots import plot_calibration  # matplotlib, only when asked for
+
+        calibration = dataset_calibration(policy, {k: v.numpy() for k, v in dataset.tensors.items()})
+        output["calibration"] = calibration.as_dict()
+        try:
+            with atomic_file(args.calibration) as tmp:
+                plot_calibration(calibration, tmp, f"{task.name}: cost critic on its dataset ({calibration.rows:,} "
+                                 "rows)")
+        except OutputNotWritableError as err:
+            print(f"error: --calibration: {err}", file=sys.stderr)
+            return 2
+    payload = json.dumps(output, indent=2)
     if args.out:
         try:
             with atomic_file(args.out) as tmp:
@@ -137,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     tables = [format_results_table(r, title=task.name + ("" if critic == "offline" else f" ({critic} critics)"))
               for critic, r in results.items()]
+    if calibration is not None:
+        tables.append(format_calibration(calibration, args.calibration))
     print(payload if args.json else "\n\n".join(tables))
     return 0
 

@@ -3,7 +3,8 @@
 - ``plot_reward_cost``: normalised reward against normalised cost, one marker per configuration (K), seeds
   as small points, the safety line at cost 1;
 - ``plot_kappa``: normalised reward (solid) and cost (dashed) as functions of the cost limit κ;
-- ``plot_head_usage``: the fraction of steps each head acted, per configuration and κ.
+- ``plot_head_usage``: the fraction of steps each head acted, per configuration and κ;
+- ``plot_calibration``: a cost critic's predicted against realised cost-to-go on its dataset (``core.calibration``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import numpy as np  # noqa: E402
 from rllib_caps.algorithms.registry import ALGORITHMS  # noqa: E402
 
 if TYPE_CHECKING:
+    from rllib_caps.core.calibration import Calibration
     from rllib_caps.report.records import TrialRecord
     from rllib_caps.report.tables import Row
 
@@ -156,3 +158,21 @@ def plot_head_usage(rows: Sequence[Row], path: Path) -> None:
         ax.set(title=task, ylabel="fraction of steps", ylim=(0, 1))
         ax.legend(fontsize="x-small", loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=4, frameon=False)
     _save(fig, path, f"{_subject(rows)}: head usage per threshold (blue: reward head 0 … red: cost head K−1)")
+
+
+def plot_calibration(calibration: Calibration, path: Path, title: str) -> None:
+    """Reliability diagram of a cost critic: per quantile bin of the prediction, the mean realised discounted
+    cost-to-go against the mean prediction, the diagonal of a calibrated critic, and the bias, centred RMSE and
+    correlation in the legend."""
+    fig, ax = plt.subplots(figsize=(4.8, 4.2))
+    low = min(0.0, *calibration.bin_predicted, *calibration.bin_realised)
+    high = max(*calibration.bin_predicted, *calibration.bin_realised, low + 1e-9)
+    ax.plot([low, high], [low, high], color="grey", linestyle=":", label="calibrated")
+    ax.plot(calibration.bin_predicted, calibration.bin_realised, marker="o",
+            label=f"bias {calibration.bias:+.3g}, centred RMSE {calibration.centred_rmse:.3g}, "
+                  f"r {calibration.correlation:.2f}")
+    ax.set_xlabel(r"predicted $Q^c(s, a)$, bin mean")
+    ax.set_ylabel("realised discounted cost-to-go, bin mean")
+    ax.legend(fontsize="small", loc="upper left")
+    ax.grid(alpha=0.3)
+    _save(fig, path, title)

@@ -38,11 +38,12 @@ from ray.rllib.core.rl_module.rl_module import RLModule
 
 from rllib_caps.algorithms.caps.fqe import evaluate_critics
 from rllib_caps.core.budget import BudgetTracker, check_budget_input
+from rllib_caps.core.calibration import CostCriticAPI
 from rllib_caps.core.critic_variants import CriticVariantsAPI, FQESettings
 from rllib_caps.core.deployment import DeployedPolicy
 
 
-class CAPSPolicy(DeployedPolicy, CriticVariantsAPI):
+class CAPSPolicy(DeployedPolicy, CriticVariantsAPI, CostCriticAPI):
     """The CAPS switching policy on CPU; ``budget`` (a ``BudgetTracker``) keeps c_<t and t per episode."""
 
     def __init__(self, module: RLModule, critics: Any = None) -> None:
@@ -53,6 +54,16 @@ class CAPSPolicy(DeployedPolicy, CriticVariantsAPI):
     @property
     def num_heads(self) -> int:
         return self.module.num_heads
+
+    @property
+    def cost_gamma(self) -> float:
+        return self.module.cost_gamma
+
+    @torch.no_grad()
+    def predicted_cost(self, obs: np.ndarray, actions: np.ndarray, steps: np.ndarray) -> np.ndarray:
+        step = torch.as_tensor(np.asarray(steps), dtype=torch.float64)
+        critic_obs = self.module.critic_input(torch.as_tensor(np.asarray(obs, np.float32)), step)
+        return self.module.cost_q(critic_obs, torch.as_tensor(np.asarray(actions, np.float32))).numpy()
 
     def evaluate_critics(self, dataset: Any, task: Any, thresholds: Sequence[float], episodes: int,
                          critics: Sequence[str], settings: FQESettings, *, seed: int = 0,

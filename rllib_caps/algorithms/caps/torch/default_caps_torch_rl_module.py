@@ -194,13 +194,17 @@ class DefaultCAPSTorchRLModule(OfflineTorchRLModule, DefaultCAPSRLModule):
         critic_obs = self.critic_input(obs, step)
         obs_k = critic_obs.unsqueeze(1).expand(-1, self.num_heads, -1)
         qr1, qr2 = self.qr(obs_k, means)
-        qc1, qc2 = self.qc(obs_k, means)
-        q_reward, q_cost = torch.min(qr1, qr2), torch.max(self.cost_sign * qc1, self.cost_sign * qc2)
+        q_reward, q_cost = torch.min(qr1, qr2), self.cost_q(obs_k, means)
         if critics is not None:
             q_reward, q_cost = critics.replace(critic_obs, means, q_reward, q_cost)
         if self.clamp_cost_q:
             q_cost = q_cost.clamp(min=0.0)
         return means, q_reward, q_cost
+
+    def cost_q(self, critic_obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """The pessimistic Q^c(s, a) in cost units: the larger twin (the switching rule's, before any clamp)."""
+        qc1, qc2 = self.qc(critic_obs, actions)
+        return torch.max(self.cost_sign * qc1, self.cost_sign * qc2)
 
     def switching_actions(self, obs: torch.Tensor, cost_spent: torch.Tensor, step: torch.Tensor,
                           cost_threshold: torch.Tensor | float, critics: CriticOverride | None = None

@@ -1,0 +1,97 @@
+"""Calibration of the cost critic on its dataset (``rllib_caps.core.calibration``): the realised discounted
+cost-to-go by hand, the bias / centred-error split, CAPS's critic as the switching rule reads it, and
+``evaluate --calibration``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from test_caps_module import OBS, make_module
+
+from rllib_caps.algorithms.caps.policy import CAPSPolicy
+from rllib_caps.core.calibration import calibrate, dataset_calibration, discounted_cost_to_go
+from rllib_caps.data import TransitionDataset
+
+BUNDLED = Path(__file__).resolve().parents[1] / "datasets" / "BallCircle"
+
+
+def test_discounted_cost_to_go_by_hand_in_any_row_order() -> None:
+    # Episode 7: costs 1, 0, 2 at t = 0, 1, 2; episode 3: costs 0, 1. γ = 0.5. Rows shuffled.
+    episode = np.array([3, 7, 7, 3, 7])
+    step = np.array([1, 2, 0, 0, 1])
+    cost = np.array([1.0, 2.0, 1.0, 0.0, 0.0])
+    expected = np.array([1.0, 2.0, 1.0 + 0.5 * (0.0 + 0.5 * 2.0), 0.0 + 0.5 * 1.0, 0.0 + 0.5 * 2.0])
+    assert np.allclose(discounted_cost_to_go(cost, episode, step, 0.5), expected)
+    assert np.allclose(discounted_cost_to_go(cost, episode, step, 1.0), [1.0, 2.0, 3.0, 1.0, 2.0])
+    with pytest.raises(ValueError, match="gamma"):
+        discounted_cost_to_go(cost, episode, step, 1.5)
+
+
+def test_bias_and_centred_error_tell_pessimism_from_inaccuracy() -> None:
+    rng = np.random.default_rng(0)
+    realised = rng.uniform(0, 10, 1000)
+    pessimistic = calibrate(realised + 3.0, realised)  # shifted, perfectly ranked
+    assert pessimistic.bias == pytest.approx(3.0) and pessimistic.centred_rmse == pytest.approx(0.0, abs=1e-9)
+    assert pessimistic.correlation == pytest.approx(1.0)
+    noisy = calibrate(realised + rng.normal(0, 4, 1000), realised)  # unbiased, badly ranked
+    assert abs(noisy.bias) < 0.5 and noisy.centred_rmse > 3.0 and noisy.correlation < 0.7
+    assert list(pessimistic.bin_predicted) == sorted(pessimistic.bin_predicted) and len(noisy.bin_realised) == 10
+    assert np.isnan(calibrate(np.ones(3), np.arange(3.0)).correlation)  # a constant prediction has no r
+    with pytest.raises(ValueError, match="equally long"):
+        calibrate(np.ones(3), np.ones(2))
+
+
+def test_caps_predicted_cost_is_the_switching_rules_q_cost() -> None:
+    """``predicted_cost`` at a head's action is the Q^c the switching rule compares with the budget."""
+    torch.manual_seed(0)
+    module = make_module(3, time_limit="time_aware", implementation="code")  # time input and the −c sign
+    policy = CAPSPolicy(module)
+    obs, step = torch.randn(5, OBS), torch.tensor([0.0, 3, 10, 20, 49], dtype=torch.float64)
+    with torch.no_grad():
+        means, _, q_cost = module.head_values(obs, step)
+    for head in range(3):
+        predicted = policy.predicted_cost(obs.numpy(), means[:, head].numpy(), step.numpy())
+        assert np.allclose(predicted, q_cost[:, head].numpy(), atol=1e-6)
+    assert policy.cost_gamma == module.cost_gamma
+
+
+def test_dataset_calibration_covers_every_row_of_the_bundled_dataset() -> None:
+    dataset = TransitionDataset.from_parquet(BUNDLED)
+    columns = {k: v.numpy() for k, v in dataset.tensors.items()}
+    torch.manual_seed(0)
+    from rllib_caps.algorithms.registry import build_config
+
+    config = build_config("caps", "BallCircle", BUNDLED, hidden=[16, 16])
+    config.validate()  # fills the spaces from the task registry
+    module = config.get_rl_module_spec().build()
+    result = dataset_calibration(CAPSPolicy(module), columns, bins=5)
+    assert result.rows == len(dataset) and len(result.bin_predicted) == 5
+    assert result.mean_realised == pytest.approx(discounted_cost_to_go(
+        columns["costs"], columns["eps_id"], columns["t"], module.cost_gamma).mean())
+    assert np.isfinite([result.bias, result.rmse, result.centred_rmse, result.correlation]).all()
+
+
+@pytest.mark.slow
+def test_evaluate_calibration_writes_its_numbers_and_plot(ray_session, tmp_path, monkeypatch, capsys) -> None:
+    from rllib_caps.algorithms.registry import build_config
+    from rllib_caps.evaluate import main as evaluate_main
+    from rllib_caps.train import train
+
+    monkeypatch.setenv("RLLIB_CAPS_SMOKE_TEST", "1")
+    algo, _ = train(build_config("caps", "BallCircle", BUNDLED, steps=20, heads=2, seed=0), progress=False)
+    algo.save_to_path(tmp_path / "ckpt")
+    algo.stop()
+    monkeypatch.chdir(tmp_path)
+    assert evaluate_main(["--checkpoint", "ckpt", "--data", str(BUNDLED), "--thresholds", "20", "--json",
+                          "--calibration", "plots/calibration.png"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert list(printed["thresholds"]) == ["20"] and printed["calibration"]["rows"] > 0
+    png = tmp_path / "plots" / "calibration.png"
+    assert png.read_bytes()[:4] == b"\x89PNG" and [p.name for p in png.parent.iterdir()] == ["calibration.png"]
+    assert evaluate_main(["--checkpoint", "ckpt", "--data", str(BUNDLED), "--thresholds", "20",
+                          "--calibration", "plots/calibration.png"]) == 0
+    assert "bias" in capsys.readouterr().out  # the table output says it in words too
