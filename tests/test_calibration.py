@@ -13,6 +13,7 @@ import torch
 from test_caps_module import OBS, make_module
 
 from rllib_caps.algorithms.caps.policy import CAPSPolicy
+from rllib_caps.algorithms.caps.torch.default_caps_torch_rl_module import DefaultCAPSTorchRLModule
 from rllib_caps.core.calibration import calibrate, dataset_calibration, discounted_cost_to_go
 from rllib_caps.data import TransitionDataset
 
@@ -95,3 +96,26 @@ def test_evaluate_calibration_writes_its_numbers_and_plot(ray_session, tmp_path,
     assert evaluate_main(["--checkpoint", "ckpt", "--data", str(BUNDLED), "--thresholds", "20",
                           "--calibration", "plots/calibration.png"]) == 0
     assert "bias" in capsys.readouterr().out  # the table output says it in words too
+
+
+def test_rollouts_compare_q_cost_at_the_first_step_with_the_cost_then_incurred() -> None:
+    """Per κ, evaluation reports the mean Q^c(s₀, a₀) of the action taken and the cost the episodes then incurred,
+    discounted by γ_c: what that Q^c predicts."""
+    from rllib_caps.core.rollout import evaluate_policy
+    from rllib_caps.envs import get_task, make_env
+
+    task = get_task("BallCircle")
+    probe = make_env(task)
+    torch.manual_seed(0)
+    module = DefaultCAPSTorchRLModule(
+        observation_space=probe.observation_space, action_space=probe.action_space,
+        model_config={"hidden": [16, 16], "num_heads": 2, "shared_actor": True, "learn_std": True,
+                      "cost_maximize": False, "gamma": 0.99, "horizon": task.max_episode_steps, "task": task.name})
+    policy = CAPSPolicy(module)
+    results = evaluate_policy(policy, task, [20.0], 1, seed=3, progress=False)["thresholds"]["20"]
+    obs, _ = probe.reset(seed=3)
+    policy.reset(20.0)
+    policy.act(obs)
+    assert results["predicted_cost"] == pytest.approx(
+        float(policy.predicted_cost(obs[None], policy.last_actions, np.zeros(1))[0]), rel=1e-6)
+    assert 0.0 <= results["discounted_cost"] <= results["cost"]  # γ_c < 1 shrinks the sum

@@ -89,7 +89,11 @@ def calibrate(predicted: np.ndarray, realised: np.ndarray, bins: int = 10) -> Ca
 
 
 class CostCriticAPI(abc.ABC):
-    """Implemented by a deployable policy whose switching reads a cost critic (CAPS): its Q^c at dataset rows."""
+    """Implemented by a deployable policy whose switching reads a cost critic (CAPS): its Q^c at dataset rows, and
+    ``last_actions``, the normalised actions ``(N, A)`` its last ``act`` took (evaluation compares Q^c at an
+    episode's first state and action with the cost the episode then incurred)."""
+
+    last_actions: np.ndarray
 
     @property
     @abc.abstractmethod

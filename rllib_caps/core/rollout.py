@@ -15,6 +15,7 @@ import numpy as np
 from tqdm import tqdm
 
 from rllib_caps.core.budget import info_cost
+from rllib_caps.core.calibration import CostCriticAPI
 from rllib_caps.core.results import results_dict
 from rllib_caps.core.scoring import EpisodeOutcome, summarize
 from rllib_caps.envs import TaskSpec, make_env
@@ -27,16 +28,24 @@ def run_episode(policy: Any, env: Any, threshold: float, seed: int, fixed_head: 
     policy.reset(threshold=threshold, fixed_head=fixed_head)
     obs, _ = env.reset(seed=seed)
     reward, cost, step_reward, step_cost, length = 0.0, 0.0, 0.0, 0.0, 0
+    critic = policy if isinstance(policy, CostCriticAPI) else None
+    predicted = discounted = None
     counts = np.zeros(policy.num_heads, dtype=np.int64)
     done = False
     while not done:
         action = policy.act(obs, step_cost, reward=step_reward)
+        if critic is not None and length == 0:
+            predicted = float(critic.predicted_cost(obs[None], critic.last_actions[:1], np.zeros(1))[0])
+            discounted = 0.0
         counts[policy.last_heads[0]] += 1
         obs, r, terminated, truncated, info = env.step(action)
         step_reward, step_cost = float(r), info_cost(info)
+        if critic is not None:
+            discounted += critic.cost_gamma**length * step_cost
         reward, cost, length = reward + step_reward, cost + step_cost, length + 1
         done = terminated or truncated
-    return EpisodeOutcome(reward=reward, cost=cost, length=length, head_counts=tuple(int(c) for c in counts))
+    return EpisodeOutcome(reward=reward, cost=cost, length=length, head_counts=tuple(int(c) for c in counts),
+                          predicted_cost=predicted, discounted_cost=discounted)
 
 
 def episode_seed(policy: Any) -> int:

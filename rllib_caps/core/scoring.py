@@ -21,12 +21,15 @@ def normalized_cost(episode_cost: float, threshold: float) -> float:
 
 @dataclass(frozen=True)
 class EpisodeOutcome:
-    """What one evaluation episode produced: undiscounted return and cost, and steps per head."""
+    """What one evaluation episode produced: undiscounted return and cost, and steps per head; for a policy with a
+    cost critic also its Q^c at the first state and action, and the cost discounted by that critic's γ_c."""
 
     reward: float
     cost: float
     length: int
     head_counts: tuple[int, ...]
+    predicted_cost: float | None = None  # Q^c(s₀, a₀) of the action taken, in cost units
+    discounted_cost: float | None = None  # Σ_t γ_c^t c_t: what Q^c(s₀, a₀) predicts
 
 
 @dataclass(frozen=True)
@@ -42,10 +45,13 @@ class ThresholdResult:
     safe: bool
     head_usage: tuple[float, ...]  # fraction of steps each head acted
     mean_length: float
+    predicted_cost: float | None = None  # mean Q^c at the episodes' first step (policies with a cost critic)
+    discounted_cost: float | None = None  # mean realised cost discounted by the critic's γ_c
 
     def to_dict(self) -> dict[str, float | dict[str, float]]:
-        """Numbers only (the safe flag as 0/1, head usage keyed by head index), as RLlib metrics need."""
-        d = asdict(self)
+        """Numbers only (the safe flag as 0/1, head usage keyed by head index), as RLlib metrics need; the
+        episode-start prediction only where there is one."""
+        d = {k: v for k, v in asdict(self).items() if v is not None}
         d["safe"] = float(self.safe)
         d["head_usage"] = {str(k): u for k, u in enumerate(self.head_usage)}
         return d
@@ -60,12 +66,16 @@ def summarize(outcomes: Sequence[EpisodeOutcome], threshold: float, min_reward: 
     cost = float(np.mean([o.cost for o in outcomes]))
     counts = np.sum([o.head_counts for o in outcomes], axis=0).astype(float)
     norm_cost = normalized_cost(cost, threshold)
+    predicted = [o.predicted_cost for o in outcomes]
+    predicts = all(p is not None for p in predicted)
     return ThresholdResult(
         threshold=float(threshold), episodes=len(outcomes), reward=reward, cost=cost,
         normalized_reward=normalized_reward(reward, min_reward, max_reward),
         normalized_cost=norm_cost, safe=norm_cost <= 1.0,
         head_usage=tuple(float(x) for x in counts / max(counts.sum(), 1.0)),
         mean_length=float(np.mean([o.length for o in outcomes])),
+        predicted_cost=float(np.mean(predicted)) if predicts else None,
+        discounted_cost=float(np.mean([o.discounted_cost for o in outcomes])) if predicts else None,
     )
 
 

@@ -125,4 +125,5 @@ class CAPSPolicy(DeployedPolicy, CriticVariantsAPI, CostCriticAPI):
             heads = torch.full((obs_batch.shape[0],), self.fixed_head)
         self._acted[:] = True
         self.last_heads = heads.numpy()
-        return self.env_actions(actions.numpy(), single=np.ndim(obs) == 1)
+        self.last_actions = actions.numpy()
+        return self.env_actions(self.last_actions, single=np.ndim(obs) == 1)
