@@ -13,7 +13,7 @@ The realised cost-to-go stops at the end of the recorded episode: at a time-out 
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -63,8 +63,8 @@ class Calibration:
     bin_realised: tuple[float, ...]  # per bin, mean realised cost-to-go
 
     def as_dict(self) -> dict[str, object]:
-        return {name: getattr(self, name) if not isinstance(getattr(self, name), tuple) else list(getattr(self, name))
-                for name in self.__dataclass_fields__}
+        """Its fields, for JSON (the bins' tuples serialise as lists)."""
+        return asdict(self)
 
 
 def calibrate(predicted: np.ndarray, realised: np.ndarray, bins: int = 10) -> Calibration:
