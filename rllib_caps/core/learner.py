@@ -27,6 +27,7 @@ from rllib_caps.core.ray_internals import learner_index, update_learner
 from rllib_caps.data import TransitionDataset
 
 STEPS_PER_CALL = 64  # gradient steps per Learner.update call (the stacked batch holds this many minibatches)
+RANDOM_STATE = "random_state"  # the learner state's entry for its random number generators
 
 
 class OfflineSafeLearner(Learner):
@@ -48,6 +49,30 @@ class OfflineSafeLearner(Learner):
         self.dataset = TransitionDataset.from_parquet(self.config.input_, device=self.device)
         seed = (self.config.seed or 0) * 1000 + learner_index(self)
         self._generator = torch.Generator(device=self.device).manual_seed(seed)
+
+    @override(Learner)
+    def get_state(self, components: Any = None, *, not_components: Any = None, **kwargs: Any) -> dict[str, Any]:
+        """RLlib's learner state plus the random state of its step: the minibatch generator's, and torch's global
+        generator's (the baselines' forward passes draw their noise there). So a trial restored from a checkpoint
+        (Tune's retry of a killed trial, ``--resume``) continues exactly as it would have uninterrupted."""
+        state = super().get_state(components, not_components=not_components, **kwargs)
+        if self._check_component(RANDOM_STATE, components, not_components):
+            state[RANDOM_STATE] = {"minibatches": self._generator.get_state().numpy(),
+                                   "torch": torch.get_rng_state().numpy()}
+            if self.device.type == "cuda":
+                state[RANDOM_STATE]["cuda"] = torch.cuda.get_rng_state(self.device).numpy()
+        return state
+
+    @override(Learner)
+    def set_state(self, state: dict[str, Any]) -> None:
+        super().set_state(state)
+        if RANDOM_STATE in state:
+            random_state = {key: torch.as_tensor(value, dtype=torch.uint8)
+                            for key, value in state[RANDOM_STATE].items()}
+            self._generator.set_state(random_state["minibatches"])
+            torch.set_rng_state(random_state["torch"])
+            if "cuda" in random_state and self.device.type == "cuda":
+                torch.cuda.set_rng_state(random_state["cuda"], self.device)
 
     def update_from_dataset(self, *, num_updates: int, timesteps: dict[str, Any] | None = None) -> ResultDict:
         """Runs ``num_updates`` gradient steps, each on a fresh uniformly sampled minibatch (sampled in the same
