@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from rllib_caps.algorithms.registry import ALGORITHMS, defaults_text, names_where, trained_per_threshold
+from rllib_caps.core.interrupts import interruptible
 from rllib_caps.core.keys import TIME_LIMITS
 from rllib_caps.envs import SUITES, TaskSpec
 from rllib_caps.report.records import REPORT_DIR, load_trials
@@ -199,31 +200,40 @@ def main(argv: list[str] | None = None) -> int:
 
     resume = "python -m rllib_caps.tune " + " ".join(sys.argv[1:] if argv is None else argv)
     resume += "" if options.resume else " --resume"
-    try:
-        message = start_ray(options.address, options.dashboard)
-        if message:
-            print(message, flush=True)
-        if source is not None:
-            prepare_data(options, missing, source)
-        if options.search == "optuna":
-            from rllib_caps.sweeps.search import run_search
 
-            best = run_search(options)
-            print(f"best parameters per task and K: {best}\nuse them with: python -m rllib_caps.tune "
-                  f"--config {best} --name NAME")
-        else:
-            run_sweep(options)
-        if not load_trials(options.experiment_dir)[0]:
-            print(f"no trial finished (interrupted?); continue the sweep with:\n  {resume}", file=sys.stderr)
-            return 1
-        episodes = options.training_settings().get("eval_episodes")  # per limit, as per threshold in training
-        report = write_report(options.experiment_dir, cost_limits=options.report_cost_limits, verify=options.verify,
-                              **({"episodes": max(int(episodes), 1)} if episodes is not None else {}))
-    except (SweepError, ReportError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    finally:
-        ray.shutdown()
+    def kept() -> str:
+        if not options.experiment_dir.exists():
+            return "no experiment was started; run the same command again"
+        return (f"Tune saved the experiment state; finished trials and checkpoints are in {options.experiment_dir}. "
+                f"Continue the sweep with:  {resume}")
+
+    with interruptible(kept):
+        try:
+            message = start_ray(options.address, options.dashboard)
+            if message:
+                print(message, flush=True)
+            if source is not None:
+                prepare_data(options, missing, source)
+            if options.search == "optuna":
+                from rllib_caps.sweeps.search import run_search
+
+                best = run_search(options)
+                print(f"best parameters per task and K: {best}\nuse them with: python -m rllib_caps.tune "
+                      f"--config {best} --name NAME")
+            else:
+                run_sweep(options)
+            if not load_trials(options.experiment_dir)[0]:
+                print(f"no trial finished; continue the sweep with:\n  {resume}", file=sys.stderr)
+                return 1
+            episodes = options.training_settings().get("eval_episodes")  # per limit, as per threshold in training
+            report = write_report(options.experiment_dir, cost_limits=options.report_cost_limits,
+                                  verify=options.verify,
+                                  **({"episodes": max(int(episodes), 1)} if episodes is not None else {}))
+        except (SweepError, ReportError) as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        finally:
+            ray.shutdown()
     print(report.markdown)
     print(f"\nresults: {options.experiment_dir}\nreport: {report.out_dir}")
     if report.unfinished:

@@ -6,15 +6,33 @@ checkpoint is named and left out of the report; Ctrl+C or SIGTERM stops ``tune``
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
+import yaml
+from sim_datasets import make_data_root  # tests/sim_datasets.py
+from test_interrupts import ray_processes
+from test_tune import TINY_TRAINING
 
-from rllib_caps.algorithms.registry import build_config
+from rllib_caps.algorithms.registry import build_config, get_algorithm
+from rllib_caps.report import load_trials, write_report
+from rllib_caps.sweeps.options import SweepOptions
+from rllib_caps.sweeps.runner import run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLED = ROOT / "datasets" / "BallCircle"
+ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
 pytestmark = pytest.mark.slow
 
 
@@ -50,3 +68,168 @@ def test_a_restored_checkpoint_continues_exactly_as_if_never_stopped(ray_session
     assert weights.keys() == expected.keys()
     for name, value in expected.items():
         assert torch.equal(weights[name], value), name
+
+
+def module_state(checkpoint: Path, algo: str = "caps") -> dict[str, torch.Tensor]:
+    return get_algorithm(algo).policy_class.from_checkpoint(checkpoint).module.state_dict()
+
+
+def trial_processes() -> list[int]:
+    """PIDs of the Ray worker processes that run a sweep trial (``ray::SweepTrial...``)."""
+    lines = subprocess.run(["ps", "-eww", "-o", "pid=,args="], capture_output=True, text=True).stdout.splitlines()
+    return [int(line.split(None, 1)[0]) for line in lines if line.split(None, 1)[1].startswith("ray::SweepTrial")]
+
+
+@pytest.mark.timeout(600)
+def test_a_killed_trial_worker_is_retried_from_its_checkpoint_and_ends_as_a_clean_run(ray_address: str,
+                                                                                      tmp_path: Path) -> None:
+    def options(name: str) -> SweepOptions:
+        return SweepOptions(tasks="BallCircle", seeds=[0], data_root=str(BUNDLED.parent), storage=str(tmp_path),
+                            name=name, training={**TINY_TRAINING, "steps": 600, "thresholds": [20]},
+                            checkpoint_every=1, max_failures=1, cpus_per_trial=1.0)
+
+    (clean,), _ = load_trials(run_sweep(options("clean")))
+    killed: list[int] = []
+
+    def kill_the_trial_after_its_first_checkpoint() -> None:
+        deadline = time.monotonic() + 300
+        while not list((tmp_path / "killed").glob("*/checkpoint_000000")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        killed.extend(trial_processes())
+        for pid in killed:
+            os.kill(pid, signal.SIGKILL)
+
+    watcher = threading.Thread(target=kill_the_trial_after_its_first_checkpoint, daemon=True)
+    watcher.start()
+    (retried,), unfinished = load_trials(run_sweep(options("killed")))
+    watcher.join()
+    assert killed and unfinished == []
+    assert "died" in (retried.trial_dir / "error.txt").read_text().lower()  # Tune recorded the failure, then retried
+    iterations = [json.loads(line)["training_iteration"]
+                  for line in (retried.trial_dir / "result.json").read_text().splitlines()]
+    assert iterations[-1] == 20 and len(iterations) < 40  # continued from a checkpoint, not from the start
+    assert retried.evaluation == clean.evaluation
+    expected = module_state(clean.checkpoint)
+    for name, value in module_state(retried.checkpoint).items():
+        assert torch.equal(value, expected[name]), name
+
+
+def terminated_trials(experiment: Path) -> set[str]:
+    """Trial ids that Tune's saved experiment state records as finished."""
+    finished = set()
+    for state_file in experiment.glob("experiment_state-*.json"):
+        try:
+            state = json.loads(state_file.read_text())
+        except (json.JSONDecodeError, OSError):  # being rewritten
+            continue
+        for trial_json, _ in state.get("trial_data", []):
+            trial = json.loads(trial_json)
+            if trial.get("status") == "TERMINATED":
+                finished.add(trial["trial_id"])
+    return finished
+
+
+def kill_when(command: list[str], log: Path, reached: Callable[[], bool]) -> None:
+    """Runs ``command`` and SIGKILLs it (its process group) as soon as ``reached()``."""
+    with log.open("w") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=ENV,
+                                   start_new_session=True)
+        deadline = time.monotonic() + 400
+        while not reached():
+            assert process.poll() is None, f"the sweep ended before the kill: {log.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.1)
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+@pytest.mark.timeout(900)
+def test_a_driver_killed_at_any_point_is_finished_by_resume_without_rerunning_a_finished_trial(
+        ray_address: str, tmp_path: Path) -> None:
+    """The driver is SIGKILLed before any trial has finished, then (resumed) mid-sweep, then (resumed) after the
+    last trial, before or while the report is written; each ``--resume`` keeps every finished trial's results
+    untouched, and the last one reports all three. A checkpoint corrupted afterwards is named and left out of
+    the cost-limit table."""
+    data_root = make_data_root(tmp_path / "data", ["BallRun"], episodes=4)
+    config = tmp_path / "resume.yaml"
+    config.write_text(yaml.safe_dump({"tasks": "BallRun", "seeds": [0, 1, 2], "data_root": str(data_root),
+                                      "storage": str(tmp_path), "max_concurrent": 1, "checkpoint_every": 1,
+                                      "training": {**TINY_TRAINING, "thresholds": [20]}}))
+    command = [sys.executable, "-m", "rllib_caps.tune", "--config", str(config), "--address", ray_address]
+    experiment = tmp_path / "resume"
+    kept: dict[str, bytes] = {}  # finished trial dir -> its result.json
+
+    def finished_results_untouched() -> None:
+        for name, result in kept.items():
+            assert (experiment / name / "result.json").read_bytes() == result, name
+        for path in experiment.iterdir():
+            if path.is_dir() and path.name.rsplit("_", 1)[-1] in terminated_trials(experiment):
+                kept.setdefault(path.name, (path / "result.json").read_bytes())
+
+    points = [("before any trial finished", lambda: experiment.is_dir(), 0, 0),
+              ("mid-sweep", lambda: 1 <= len(terminated_trials(experiment)) < 3, 1, 2),
+              ("after the last trial", lambda: len(terminated_trials(experiment)) == 3, 3, 3)]
+    for i, (point, reached, fewest, most) in enumerate(points):
+        kill_when(command + (["--resume"] if i else []), tmp_path / f"run{i}.log", reached)
+        assert fewest <= len(terminated_trials(experiment)) <= most, point
+        finished_results_untouched()
+    resumed = subprocess.run([*command, "--resume"], capture_output=True, text=True, cwd=ROOT, env=ENV,
+                             check=False, timeout=500)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    finished_results_untouched()
+    records, unfinished = load_trials(experiment)
+    assert unfinished == [] and sorted(r.seed for r in records) == [0, 1, 2]
+    assert "| BallRun |" in resumed.stdout
+
+    damaged = records[1].checkpoint
+    (damaged / "manifest.json").unlink()
+    report = write_report(experiment, out=tmp_path / "report", cost_limits=True, episodes=1)
+    assert f"{damaged}: no manifest.json" in report.markdown
+    assert len(json.loads((report.out_dir / "cost_limits.json").read_text())) == 2  # the two intact checkpoints
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_an_interrupted_sweep_stops_as_tune_does_and_resumes(ray_address: str, tmp_path: Path, signum: int,
+                                                            status: int) -> None:
+    """Ctrl+C (SIGINT to the terminal's process group) or SIGTERM (to the driver) mid-trial: Tune saves the
+    experiment, ``tune`` says so with the ``--resume`` command, exits 130 or 143 and leaves none of the Ray processes
+    it started; the printed command finishes the sweep."""
+    ray_tmp = tempfile.mkdtemp(prefix="raytun", dir="/tmp")  # short: Ray's socket paths have a length limit
+    config = tmp_path / "sweep.yaml"
+    config.write_text(yaml.safe_dump({"tasks": "BallCircle", "seeds": [0, 1], "data_root": str(BUNDLED.parent),
+                                      "storage": str(tmp_path), "name": "stopped", "max_concurrent": 1,
+                                      "checkpoint_every": 1,
+                                      "training": {**TINY_TRAINING, "steps": 600, "thresholds": [20]}}))
+    log = tmp_path / "run.log"
+    try:
+        with log.open("w") as out:
+            process = subprocess.Popen([sys.executable, "-m", "rllib_caps.tune", "--config", str(config)],
+                                       stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
+                                       env={**ENV, "RAY_TMPDIR": ray_tmp}, start_new_session=True)
+            deadline = time.monotonic() + 300
+            while not list((tmp_path / "stopped").glob("*/checkpoint_000001")):
+                assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+                time.sleep(0.1)
+            if signum == signal.SIGINT:
+                os.killpg(process.pid, signum)
+            else:
+                process.send_signal(signum)
+            assert process.wait(timeout=180) == status, log.read_text()[-3000:]
+        text = log.read_text()
+        said = f"interrupted ({signal.Signals(signum).name}): Tune saved the experiment state"
+        assert said in text and "--config " + str(config) + " --resume" in text, text[-3000:]
+        deadline = time.monotonic() + 30
+        while ray_processes(ray_tmp) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not ray_processes(ray_tmp), ray_processes(ray_tmp)
+    finally:  # never leave a process behind, even when the test fails
+        subprocess.run(["pkill", "-9", "-f", ray_tmp])
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    assert len(load_trials(tmp_path / "stopped")[0]) < 2
+    resumed = subprocess.run([sys.executable, "-m", "rllib_caps.tune", "--config", str(config), "--resume",
+                              "--address", ray_address], capture_output=True, text=True, cwd=ROOT, env=ENV,
+                             check=False, timeout=400)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    records, unfinished = load_trials(tmp_path / "stopped")
+    assert unfinished == [] and sorted(r.seed for r in records) == [0, 1]

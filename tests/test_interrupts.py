@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from rllib_caps.core import interrupts
-from rllib_caps.core.interrupts import interruptible
+from rllib_caps.core.interrupts import interruptible, tune_stops_on_interrupt
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,7 +50,33 @@ def test_sigterm_unwinds_like_ctrl_c_and_exits_143(capsys: pytest.CaptureFixture
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def _ray_processes(marker: str) -> list[str]:
+def test_tune_stops_on_the_first_signal_and_the_command_unwinds_once_it_has(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGINT and SIGTERM alike: the first asks the running Tune loop to stop (its SIGUSR1 handler, installed here as
+    ``Tuner.fit`` installs it) and unwinding waits for ``fit`` to return; a second one unwinds at once."""
+    monkeypatch.delenv("TUNE_DISABLE_SIGINT_HANDLER", raising=False)
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)}
+    asked: list[int] = []
+    with tune_stops_on_interrupt() as interrupt:
+        assert os.environ["TUNE_DISABLE_SIGINT_HANDLER"] == "1"
+        signal.signal(signal.SIGUSR1, lambda signum, _frame: asked.append(signum))  # Tune's loop is running
+        signal.raise_signal(signal.SIGTERM)
+        assert asked == [signal.SIGTERM] and interrupt.signum == signal.SIGTERM  # fit goes on to save its state
+        with pytest.raises(interrupts.Interrupted):
+            signal.raise_signal(signal.SIGINT)  # a second signal does not wait
+    with pytest.raises(interrupts.Interrupted) as unwound:
+        interrupt.raise_if_received()
+    assert unwound.value.signum == signal.SIGTERM
+    assert {s: signal.getsignal(s) for s in before} == before and "TUNE_DISABLE_SIGINT_HANDLER" not in os.environ
+
+
+def test_a_signal_before_tunes_loop_starts_unwinds_at_once() -> None:
+    with pytest.raises(interrupts.Interrupted) as unwound, tune_stops_on_interrupt():
+        signal.raise_signal(signal.SIGINT)
+    assert unwound.value.signum == signal.SIGINT
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def ray_processes(marker: str) -> list[str]:
     """Command lines of live processes that name ``marker`` (the run's Ray temp directory)."""
     lines = subprocess.run(["ps", "-eww", "-o", "stat=,args="], capture_output=True, text=True).stdout.splitlines()
     return [line for line in lines if marker in line and not line.lstrip().startswith("Z")]
@@ -74,16 +100,16 @@ def test_interrupted_train_keeps_nothing_half_written_and_leaves_no_ray_process(
                 assert process.poll() is None, log.read_text()
                 assert time.monotonic() < deadline, log.read_text()
                 time.sleep(0.5)
-            assert _ray_processes(ray_tmp), "Ray's processes should be running during training"
+            assert ray_processes(ray_tmp), "Ray's processes should be running during training"
             process.send_signal(signum)
             assert process.wait(timeout=120) == status, log.read_text()
         text = log.read_text()
         assert f"interrupted ({signal.Signals(signum).name}): nothing was written to --out" in text
         assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".ckpt")]
         deadline = time.monotonic() + 30
-        while _ray_processes(ray_tmp) and time.monotonic() < deadline:
+        while ray_processes(ray_tmp) and time.monotonic() < deadline:
             time.sleep(0.5)
-        assert not _ray_processes(ray_tmp), _ray_processes(ray_tmp)
+        assert not ray_processes(ray_tmp), ray_processes(ray_tmp)
     finally:  # never leave a process behind, even when the test fails
         subprocess.run(["pkill", "-9", "-f", ray_tmp])
         shutil.rmtree(ray_tmp, ignore_errors=True)

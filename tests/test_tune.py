@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -272,59 +269,6 @@ def test_three_algorithm_sweep_reports_every_column_and_the_cost_limit_table(ray
     for results in evaluations.values():
         assert sorted(results["thresholds"], key=float) == ["5", "10", "15", "20", "30", "40"]
     assert (report.out_dir / "kappa.png").stat().st_size > 0
-
-
-def _terminated_trials(experiment: Path) -> set[str]:
-    """Trial ids that Tune's saved experiment state records as finished."""
-    finished = set()
-    for state_file in experiment.glob("experiment_state-*.json"):
-        try:
-            state = json.loads(state_file.read_text())
-        except (json.JSONDecodeError, OSError):  # being rewritten
-            continue
-        for trial_json, _ in state.get("trial_data", []):
-            trial = json.loads(trial_json)
-            if trial.get("status") == "TERMINATED":
-                finished.add(trial["trial_id"])
-    return finished
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(600)
-def test_killed_sweep_resumes_without_rerunning_finished_trials(ray_address: str, data_root: Path,
-                                                                tmp_path: Path) -> None:
-    config = tmp_path / "resume.yaml"
-    config.write_text(yaml.safe_dump({"tasks": "BallRun", "seeds": [0, 1, 2], "data_root": str(data_root),
-                                      "storage": str(tmp_path), "max_concurrent": 1, "checkpoint_every": 1,
-                                      "training": {**TINY_TRAINING, "thresholds": [20]}}))
-    command = [sys.executable, "-m", "rllib_caps.tune", "--config", str(config), "--address", ray_address]
-    experiment = tmp_path / "resume"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    with (tmp_path / "first.log").open("w") as log:
-        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env,
-                                start_new_session=True)
-        deadline = time.monotonic() + 400
-        while not _terminated_trials(experiment) and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(1)
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    finished = _terminated_trials(experiment)
-    assert 1 <= len(finished) < 3, (tmp_path / "first.log").read_text()[-3000:]
-    before = {p.name: (p / "result.json").read_bytes() for p in experiment.iterdir()
-              if p.is_dir() and p.name.rsplit("_", 1)[-1] in finished}
-
-    resumed = subprocess.run([*command, "--resume"], capture_output=True, text=True, cwd=ROOT, env=env, check=False,
-                             timeout=500)
-    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
-    assert "resuming" in resumed.stderr
-    records, unfinished = load_trials(experiment)
-    assert unfinished == [] and sorted(r.seed for r in records) == [0, 1, 2]  # the same 3 trials, all finished
-    for name, result in before.items():  # finished trials were not rerun: their results are untouched
-        assert (experiment / name / "result.json").read_bytes() == result
-    for r in records:
-        last = json.loads((r.trial_dir / "result.json").read_text().splitlines()[-1])
-        assert last["training_iteration"] == 2 and "evaluation" in last
-    assert "| BallRun |" in resumed.stdout  # the report at the end
 
 
 @pytest.mark.slow

@@ -2,16 +2,22 @@
 this process started shut down (no orphaned raylet, dashboard or runtime-env agent), and the shell's exit status for
 the signal (130 for SIGINT, 143 for SIGTERM).
 
+``tune`` follows Tune's own Ctrl+C behaviour for SIGINT and SIGTERM alike (``tune_stops_on_interrupt``): the first
+signal asks the running Tune loop to stop, Tune saves the experiment state one last time, and the command then
+exits as above, saying ``--resume``.
+
 Outputs are written atomically (``rllib_caps.utils.atomic``), so an interrupted command leaves no half-written file:
 the temporary directory is removed as the interrupt unwinds through it.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
@@ -31,9 +37,9 @@ def _raise_interrupted(signum: int, _frame: FrameType | None) -> None:
 
 
 @contextmanager
-def interruptible(kept: str) -> Iterator[None]:
+def interruptible(kept: str | Callable[[], str]) -> Iterator[None]:
     """Runs the block; on SIGINT or SIGTERM prints ``interrupted (SIGNAL): {kept}``, shuts Ray down if this process
-    started it, and exits with 130 or 143. ``kept`` says what was kept and how to resume."""
+    started it, and exits with 130 or 143. ``kept`` says what was kept and how to resume (a callable: said then)."""
     previous = signal.signal(signal.SIGTERM, _raise_interrupted)
     try:
         yield
@@ -42,10 +48,55 @@ def interruptible(kept: str) -> Iterator[None]:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl+C must not cut the shutdown short
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         shutdown_ray()
-        print(f"interrupted ({signal.Signals(signum).name}): {kept}", file=sys.stderr, flush=True)
+        said = kept() if callable(kept) else kept
+        print(f"interrupted ({signal.Signals(signum).name}): {said}", file=sys.stderr, flush=True)
         raise SystemExit(EXIT_STATUS[signum]) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@dataclass
+class DeferredInterrupt:
+    """The signal that asked Tune to stop, if one did."""
+
+    signum: int | None = None
+
+    def raise_if_received(self) -> None:
+        """Unwinds as the signal would have (``Interrupted``), once Tune has stopped and saved its state."""
+        if self.signum is not None:
+            raise Interrupted(self.signum)
+
+
+@contextmanager
+def tune_stops_on_interrupt() -> Iterator[DeferredInterrupt]:
+    """Around ``Tuner.fit()``: the first SIGINT or SIGTERM asks the running Tune loop to stop, as Tune's own Ctrl+C
+    does (through its SIGUSR1 handler: Tune saves the experiment state one last time and returns), and is recorded;
+    call ``raise_if_received`` after ``fit``. A second signal, or one before Tune's loop has started, unwinds at once.
+    Tune's own SIGINT handler is off inside (``TUNE_DISABLE_SIGINT_HANDLER``) so that both signals behave alike."""
+    deferred = DeferredInterrupt()
+
+    def ask_tune_to_stop(signum: int, frame: FrameType | None) -> None:
+        tune_handler = signal.getsignal(signal.SIGUSR1)
+        if deferred.signum is not None or not callable(tune_handler):
+            raise Interrupted(signum)
+        deferred.signum = signum
+        tune_handler(signum, frame)
+
+    saved_env = os.environ.get("TUNE_DISABLE_SIGINT_HANDLER")
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)}
+    os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
+    signal.signal(signal.SIGUSR1, signal.SIG_DFL)  # callable only once this fit's Tune loop has installed its own
+    signal.signal(signal.SIGINT, ask_tune_to_stop)
+    signal.signal(signal.SIGTERM, ask_tune_to_stop)
+    try:
+        yield deferred
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+        if saved_env is None:
+            os.environ.pop("TUNE_DISABLE_SIGINT_HANDLER", None)
+        else:
+            os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = saved_env
 
 
 def init_ray(**options: Any) -> Any:

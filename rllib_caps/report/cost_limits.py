@@ -16,6 +16,7 @@ from rllib_caps.algorithms.registry import ALGORITHMS, get_algorithm
 from rllib_caps.envs import get_task
 from rllib_caps.report.records import ReportError, TrialRecord
 from rllib_caps.report.tables import column_label, config_order
+from rllib_caps.utils.manifest import CheckpointError
 
 logger = logging.getLogger("rllib_caps.report")
 
@@ -28,19 +29,24 @@ def limit_for(suite: str, limits: tuple[int, int]) -> float:
     return float(limits[0] if suite in ("bullet", "metadrive") else limits[1])
 
 
-def _evaluate_checkpoint(job: tuple[str, str, str, list[float], int, bool]) -> dict[str, Any]:
+def _evaluate_checkpoint(job: tuple[str, str, str, list[float], int, bool]) -> dict[str, Any] | str:
+    """The checkpoint's results at the limits, or why it cannot be trusted (its integrity check's error)."""
     from rllib_caps.core.rollout import episode_seed, evaluate_policy
 
     algo, checkpoint, task, thresholds, episodes, verify = job
-    policy = get_algorithm(algo).policy_class.from_checkpoint(checkpoint, verify=verify)
+    try:
+        policy = get_algorithm(algo).policy_class.from_checkpoint(checkpoint, verify=verify)
+    except CheckpointError as err:
+        return str(err)
     return evaluate_policy(policy, get_task(task), thresholds, episodes, seed=episode_seed(policy), progress=False)
 
 
 def evaluate_cost_limits(records: Sequence[TrialRecord], episodes: int, jobs: int = 1,
                          limits: Sequence[tuple[int, int]] = COST_LIMITS, *,
-                         verify: bool = True) -> dict[str, dict[str, Any]]:
+                         verify: bool = True) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
     """Evaluates the last checkpoint of every trial whose algorithm takes κ at deployment (CAPS, CDT) at its suite's
-    limits with the algorithm's deployable policy (no retraining): trial dir -> results. ``verify=False`` skips the
+    limits with the algorithm's deployable policy (no retraining): (trial dir -> results, trial dir -> why its
+    checkpoint was skipped: corrupt, modified or without a manifest, named in the log). ``verify=False`` skips the
     checkpoints' manifest check (logged)."""
     records = [r for r in records if get_algorithm(r.algo).threshold_at_deployment]  # one policy for every κ
     missing = [str(r.trial_dir) for r in records if r.checkpoint is None]
@@ -58,7 +64,14 @@ def evaluate_cost_limits(records: Sequence[TrialRecord], episodes: int, jobs: in
                                 unit="checkpoint"))
     else:
         results = [_evaluate_checkpoint(job) for job in tqdm(work, desc="cost limits", unit="checkpoint")]
-    return {str(r.trial_dir): res for r, res in zip(records, results, strict=True)}
+    evaluations, skipped = {}, {}
+    for record, result in zip(records, results, strict=True):
+        if isinstance(result, str):
+            logger.warning("%s; trial %s is left out of the cost-limit table", result, record.trial_dir.name)
+            skipped[str(record.trial_dir)] = result
+        else:
+            evaluations[str(record.trial_dir)] = result
+    return evaluations, skipped
 
 
 @dataclass(frozen=True)

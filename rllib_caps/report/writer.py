@@ -20,7 +20,7 @@ EXPERIMENT_DIR/report/ atomically:
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,7 +50,8 @@ class Report:
 
 
 def build_markdown(table: MainTable, unfinished: Sequence[Path], cost_limits: CostLimitTable | None,
-                   ablations: Sequence[AblationTable] = ()) -> str:
+                   ablations: Sequence[AblationTable] = (),
+                   skipped_checkpoints: Mapping[str, str] | None = None) -> str:
     algos = sorted({get_algorithm(r.algo).display_name for r in table.rows})
     title = algos[0] if len(algos) == 1 else "Main table"
     parts = [f"## {title}: normalised reward and cost", "", format_markdown(table, ci=True)]
@@ -64,6 +65,9 @@ def build_markdown(table: MainTable, unfinished: Sequence[Path], cost_limits: Co
                   + ", ".join(p.name for p in unfinished)]
     if cost_limits is not None:
         parts += ["", "## Cost-limit ablation: safe tasks", "", format_cost_limits(cost_limits, "md")]
+    if skipped_checkpoints:
+        parts += ["", f"{len(skipped_checkpoints)} checkpoint(s) failed their integrity check and are left out of "
+                  "the cost-limit table: " + "; ".join(skipped_checkpoints.values())]
     return "\n".join(parts)
 
 
@@ -89,13 +93,13 @@ def write_report(experiment_dir: str | Path, *, out: str | Path | None = None, f
     except OutputNotWritableError as err:
         raise ReportError(str(err)) from err
     table = MainTable(summarize(records))
-    limits_table = evaluations = None
+    limits_table = evaluations = skipped = None
     deployed = [r for r in records if r.critic == "offline"]  # one record per checkpoint
     if cost_limits:
-        evaluations = evaluate_cost_limits(deployed, episodes, jobs, verify=verify)
+        evaluations, skipped = evaluate_cost_limits(deployed, episodes, jobs, verify=verify)
         limits_table = cost_limit_table(deployed, evaluations)
     ablations = ablation_tables(records)
-    markdown = build_markdown(table, unfinished, limits_table, ablations)
+    markdown = build_markdown(table, unfinished, limits_table, ablations, skipped)
     try:
         with atomic_directory(out_dir, force=force) as tmp:
             (tmp / "report.md").write_text(markdown + "\n")

@@ -8,9 +8,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rllib_caps.core.interrupts import init_ray, tune_stops_on_interrupt
 from rllib_caps.data import DatasetError
 from rllib_caps.data.validation import check_dataset
 from rllib_caps.envs import TaskSpec
+from rllib_caps.report.records import load_trials
 from rllib_caps.sweeps.grid import describe_grid, grid_variants
 from rllib_caps.sweeps.options import SweepError, SweepOptions
 from rllib_caps.sweeps.resources import TrialResources, plan_resources
@@ -86,9 +88,14 @@ def run_experiment(options: SweepOptions, experiment_dir: Path, param_space: dic
 
     trainable = trial_class()
     check_experiment_dir(experiment_dir, resume)
+    if resume and not tune.Tuner.can_restore(str(experiment_dir)):
+        if load_trials(experiment_dir)[0]:
+            raise SweepError(f"--resume: {experiment_dir} holds finished trials but no Tune experiment state to "
+                             "resume them with")
+        logger.warning("--resume: %s holds no Tune experiment state (the sweep was stopped before Tune saved any, "
+                       "and no trial had finished): starting it there afresh", experiment_dir)
+        resume = False
     if resume:
-        if not tune.Tuner.can_restore(str(experiment_dir)):
-            raise SweepError(f"--resume: {experiment_dir} holds no Tune experiment state to resume")
         logger.info("resuming %s: finished trials are kept, unfinished and errored ones continue", experiment_dir)
         tuner = tune.Tuner.restore(str(experiment_dir), trainable=trainable, resume_errored=True)
     else:
@@ -106,7 +113,10 @@ def run_experiment(options: SweepOptions, experiment_dir: Path, param_space: dic
                 callbacks=[trial_logger()], verbose=1,
             ),
         )
-    return tuner.fit()
+    with tune_stops_on_interrupt() as interrupt:
+        results = tuner.fit()
+    interrupt.raise_if_received()
+    return results
 
 
 def grid_param_space(options: SweepOptions, tasks: Sequence[TaskSpec], setup: dict[str, Any]) -> dict[str, Any]:
@@ -158,13 +168,12 @@ def dashboard_message(url: str | None, joined: bool) -> str:
 def start_ray(address: str | None, dashboard: bool) -> str | None:
     """Joins ``address`` or starts local Ray (with the dashboard if asked); returns the dashboard message
     (None for a local run without the dashboard)."""
-    import ray
 
     try:
         if address:
-            context = ray.init(address=address, log_to_driver=False)
+            context = init_ray(address=address, log_to_driver=False)
         else:
-            context = ray.init(address="local", include_dashboard=dashboard, dashboard_host="127.0.0.1",
+            context = init_ray(address="local", include_dashboard=dashboard, dashboard_host="127.0.0.1",
                                log_to_driver=False)  # a new local Ray, never a cluster already running here
     except Exception as err:  # ray.init raises a bare Exception when its processes time out
         if address:
