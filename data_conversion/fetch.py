@@ -30,6 +30,7 @@ from tqdm import tqdm
 from data_conversion.dsrl_format import READ_CHUNK_ROWS, DsrlReader
 from data_conversion.dsrl_to_parquet import TOOL_VERSION, convert
 from data_conversion.sources import FetchError, Source, one_line, parse_source, verified_sha256
+from rllib_caps.core.interrupts import init_ray, interruptible
 from rllib_caps.data.errors import DatasetError
 from rllib_caps.data.schema import METADATA_FILE
 from rllib_caps.data.validation import check_dataset
@@ -247,16 +248,19 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--jobs must be >= 1, got {args.jobs}")
     import ray
 
-    try:
-        ray.init(address=args.address or "local", include_dashboard=False, log_to_driver=False)
-    except Exception as err:  # ray.init raises a bare Exception when it cannot start or join
-        print(f"error: {'--address ' + args.address + ': cannot join' if args.address else 'cannot start'} "
-              f"Ray: {err}", file=sys.stderr)
-        return 2
-    try:
-        outcomes = prepare_datasets(tasks, args.out, source, jobs=args.jobs)
-    finally:
-        ray.shutdown()
+    kept = (f"every task finished so far is complete in {Path(args.out).resolve()} (datasets are written "
+            "atomically); run the same command again to get the rest (complete tasks are skipped)")
+    with interruptible(kept):
+        try:
+            init_ray(address=args.address or "local", include_dashboard=False, log_to_driver=False)
+        except Exception as err:  # ray.init raises a bare Exception when it cannot start or join
+            print(f"error: {'--address ' + args.address + ': cannot join' if args.address else 'cannot start'} "
+                  f"Ray: {err}", file=sys.stderr)
+            return 2
+        try:
+            outcomes = prepare_datasets(tasks, args.out, source, jobs=args.jobs)
+        finally:
+            ray.shutdown()
     print(format_outcomes(outcomes))
     for o in outcomes:
         for warning in o.warnings:

@@ -32,8 +32,13 @@ from rllib_caps.sweeps.runner import run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLED = ROOT / "datasets" / "BallCircle"
-ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
 pytestmark = pytest.mark.slow
+
+
+def env(**extra: str) -> dict[str, str]:
+    """This process's environment (read now: it has the shared Ray's ``RAY_AUTH_MODE``, which a process joining
+    that Ray needs), unbuffered."""
+    return {**os.environ, "PYTHONUNBUFFERED": "1", **extra}
 
 
 def module_weights(algorithm) -> dict[str, torch.Tensor]:
@@ -132,7 +137,7 @@ def terminated_trials(experiment: Path) -> set[str]:
 def kill_when(command: list[str], log: Path, reached: Callable[[], bool]) -> None:
     """Runs ``command`` and SIGKILLs it (its process group) as soon as ``reached()``."""
     with log.open("w") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=ENV,
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env(),
                                    start_new_session=True)
         deadline = time.monotonic() + 400
         while not reached():
@@ -173,7 +178,7 @@ def test_a_driver_killed_at_any_point_is_finished_by_resume_without_rerunning_a_
         kill_when(command + (["--resume"] if i else []), tmp_path / f"run{i}.log", reached)
         assert fewest <= len(terminated_trials(experiment)) <= most, point
         finished_results_untouched()
-    resumed = subprocess.run([*command, "--resume"], capture_output=True, text=True, cwd=ROOT, env=ENV,
+    resumed = subprocess.run([*command, "--resume"], capture_output=True, text=True, cwd=ROOT, env=env(),
                              check=False, timeout=500)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     finished_results_untouched()
@@ -206,7 +211,7 @@ def test_an_interrupted_sweep_stops_as_tune_does_and_resumes(ray_address: str, t
         with log.open("w") as out:
             process = subprocess.Popen([sys.executable, "-m", "rllib_caps.tune", "--config", str(config)],
                                        stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
-                                       env={**ENV, "RAY_TMPDIR": ray_tmp}, start_new_session=True)
+                                       env=env(RAY_TMPDIR=ray_tmp), start_new_session=True)
             deadline = time.monotonic() + 300
             while not list((tmp_path / "stopped").glob("*/checkpoint_000001")):
                 assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
@@ -228,7 +233,7 @@ def test_an_interrupted_sweep_stops_as_tune_does_and_resumes(ray_address: str, t
         shutil.rmtree(ray_tmp, ignore_errors=True)
     assert len(load_trials(tmp_path / "stopped")[0]) < 2
     resumed = subprocess.run([sys.executable, "-m", "rllib_caps.tune", "--config", str(config), "--resume",
-                              "--address", ray_address], capture_output=True, text=True, cwd=ROOT, env=ENV,
+                              "--address", ray_address], capture_output=True, text=True, cwd=ROOT, env=env(),
                              check=False, timeout=400)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     records, unfinished = load_trials(tmp_path / "stopped")

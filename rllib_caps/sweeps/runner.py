@@ -77,6 +77,15 @@ def check_experiment_dir(path: Path, resume: bool) -> None:
         raise SweepError(f"{path} already exists: continue it with --resume, or pick another --name")
 
 
+def experiment_state_saved(path: Path) -> bool:
+    """Whether Tune saved an experiment state in ``path`` to resume. ``Tuner.can_restore`` looks only for the tuner's
+    file, which Tune writes before its first ``experiment_state-*.json``: a driver killed in between leaves a
+    directory that Tune would "resume" with no trials."""
+    from ray import tune
+
+    return tune.Tuner.can_restore(str(path)) and any(path.glob("experiment_state-*.json"))
+
+
 def _trial_name(trial: Any) -> str:
     return trial_name(trial.config, trial.trial_id)
 
@@ -88,7 +97,7 @@ def run_experiment(options: SweepOptions, experiment_dir: Path, param_space: dic
 
     trainable = trial_class()
     check_experiment_dir(experiment_dir, resume)
-    if resume and not tune.Tuner.can_restore(str(experiment_dir)):
+    if resume and not experiment_state_saved(experiment_dir):
         if load_trials(experiment_dir)[0]:
             raise SweepError(f"--resume: {experiment_dir} holds finished trials but no Tune experiment state to "
                              "resume them with")
