@@ -29,11 +29,13 @@ _RESOLVE = re.compile(r"^/datasets/(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/
 @dataclass
 class Fault:
     """What goes wrong with one file: ``cut_after`` bytes then a dropped connection (first GET only),
-    ``corrupt`` (other bytes of the same size), ``advertised_size`` (a wrong ``X-Linked-Size``)."""
+    ``corrupt`` (other bytes of the same size), ``advertised_size`` (a wrong ``X-Linked-Size``), ``hold`` (its GETs
+    wait until the event is set: a download in progress)."""
 
     cut_after: int | None = None
     corrupt: bool = False
     advertised_size: int | None = None
+    hold: threading.Event | None = None
 
 
 class HubServer:
@@ -107,6 +109,8 @@ class HubServer:
                 self.end_headers()
                 if not body:
                     return
+                if fault.hold is not None:
+                    fault.hold.wait()
                 payload = served[start:]
                 if fault.cut_after is not None and name not in hub._cut_done:
                     hub._cut_done.add(name)

@@ -6,15 +6,21 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 from hub_server import Fault, HubServer
 from test_dsrl_to_parquet import episode_arrays
+from test_interrupts import ray_processes
 
 from data_conversion.dsrl_format import write_dsrl_hdf5
 from data_conversion.fetch import Outcome, conversion_memory, current_dataset, format_outcomes, prepare_datasets
@@ -156,6 +162,47 @@ def test_interrupted_download_resumes_and_mismatched_files_are_refused(tmp_path:
     assert not list((hub_env / "hub").rglob(car))  # the refused download left the cache: its link and its blob
     assert not (blobs / hashlib.sha256(files[car]).hexdigest()).exists() and (blobs / hashlib.sha256(files[ball])
                                                                                .hexdigest()).exists()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_ctrl_c_mid_download_keeps_the_finished_tasks_and_leaves_no_ray_process(
+        tmp_path: Path, files: dict[str, bytes], hub_env: Path, ray_session) -> None:
+    """Ctrl+C (SIGINT to the terminal's process group) while DroneRun's file is downloading: exit 130, one line
+    saying what was kept, BallCircle and CarRun complete, nothing of DroneRun, no Ray process of the run left; the
+    same command again gets DroneRun only."""
+    ray_tmp = tempfile.mkdtemp(prefix="rayfet", dir="/tmp")  # short: Ray's socket paths have a length limit
+    downloading = threading.Event()
+    out = tmp_path / "data"
+    try:
+        with HubServer(files, {dataset_file_name("DroneRun"): Fault(hold=downloading)}) as hub:
+            env = {**os.environ, "HF_ENDPOINT": hub.url, "RAY_TMPDIR": ray_tmp, "RAY_AUTH_MODE": "disabled"}
+            process = subprocess.Popen([sys.executable, "-m", "data_conversion.fetch", "--tasks", ",".join(TASKS),
+                                        "--out", str(out)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                       text=True, start_new_session=True)
+            deadline = time.monotonic() + 200
+            while not (all((out / t / "metadata.json").is_file() for t in ("BallCircle", "CarRun"))
+                       and ("GET", dataset_file_name("DroneRun"), None) in hub.requests):
+                assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+                time.sleep(0.2)
+            os.killpg(process.pid, signal.SIGINT)
+            _, stderr = process.communicate(timeout=120)
+            downloading.set()
+        assert process.returncode == 130, stderr[-3000:]
+        assert f"interrupted (SIGINT): every task finished so far is complete in {out}" in stderr
+        deadline = time.monotonic() + 30
+        while ray_processes(ray_tmp) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not ray_processes(ray_tmp), ray_processes(ray_tmp)
+    finally:  # never leave a process behind, even when the test fails
+        subprocess.run(["pkill", "-9", "-f", ray_tmp])
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    assert sorted(p.name for p in out.iterdir()) == ["BallCircle", "CarRun"]  # no DroneRun, no temporary directory
+    with HubServer(files) as hub, pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HF_ENDPOINT", hub.url)
+        again = by_task(prepare_datasets([get_task(t) for t in TASKS], out, HubSource(), progress=False))
+    assert {t: o.status for t, o in again.items()} == {"BallCircle": "up to date", "CarRun": "up to date",
+                                                       "DroneRun": "converted"}
 
 
 @pytest.mark.slow
