@@ -238,3 +238,58 @@ def test_an_interrupted_sweep_stops_as_tune_does_and_resumes(ray_address: str, t
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     records, unfinished = load_trials(tmp_path / "stopped")
     assert unfinished == [] and sorted(r.seed for r in records) == [0, 1]
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path):
+    """A 64 MiB tmpfs mounted at ``tmp_path/small`` (this machine's tests run as root), unmounted afterwards."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mount)], check=True)
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def fill(disk: Path) -> Path:
+    """Writes zeros into ``disk/filler`` until the device is full."""
+    filler = disk / "filler"
+    with filler.open("wb") as out:
+        try:
+            while True:
+                out.write(bytes(2**20))
+                out.flush()
+        except OSError:
+            pass
+    return filler
+
+
+@pytest.mark.timeout(600)
+def test_a_full_storage_disk_is_a_clear_error_and_the_sweep_resumes_once_space_is_freed(
+        ray_address: str, tmp_path: Path, small_disk: Path) -> None:
+    """The storage fills up mid-sweep (after Tune saved its state at least once): ``tune`` ends with one error
+    naming ``--storage`` and ``--resume``, and exit 2; once space is freed, ``--resume`` puts back Tune's last good
+    state (the full disk truncated it) and finishes both trials."""
+    config = tmp_path / "sweep.yaml"
+    config.write_text(yaml.safe_dump({"tasks": "BallCircle", "seeds": [0, 1], "data_root": str(BUNDLED.parent),
+                                      "storage": str(small_disk), "name": "full", "max_concurrent": 1,
+                                      "checkpoint_every": 1, "max_failures": 1,
+                                      "training": {**TINY_TRAINING, "steps": 600, "thresholds": [20]}}))
+    command = [sys.executable, "-m", "rllib_caps.tune", "--config", str(config), "--address", ray_address]
+    log = tmp_path / "full.log"
+    with log.open("w") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env())
+        deadline = time.monotonic() + 300
+        while not (small_disk / "full" / ".last_good_state.pkl").is_file():
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.2)
+        filler = fill(small_disk)
+        assert process.wait(timeout=300) == 2, log.read_text()[-3000:]
+    assert (f"error: --storage {small_disk / 'full'}: only 0.0 MiB left on its device (full?); free some space, "
+            "then run the same command with --resume") in log.read_text()
+    filler.unlink()
+    resumed = subprocess.run([*command, "--resume"], capture_output=True, text=True, cwd=ROOT, env=env(),
+                             check=False, timeout=400)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    assert "put back the last good copy of Tune's state" in resumed.stderr  # the full disk had truncated it
+    records, unfinished = load_trials(small_disk / "full")
+    assert unfinished == [] and sorted(r.seed for r in records) == [0, 1]

@@ -4,9 +4,12 @@ flag, key or file."""
 
 from __future__ import annotations
 
+import json
 import math
+import pickle
 import re
 import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +25,7 @@ from rllib_caps.report import write_report
 from rllib_caps.report.__main__ import main as report_main
 from rllib_caps.report.records import load_trials
 from rllib_caps.sweeps.options import SweepError, resolve_options
+from rllib_caps.sweeps.state_backup import back_up_state, repair_state
 from rllib_caps.train import main as train_main
 from rllib_caps.tune import main as tune_main
 from rllib_caps.tune import parse_args as parse_tune_args
@@ -178,3 +182,30 @@ def test_a_corrupt_result_json_is_named_skipped_and_reported(tmp_path: Path, cap
 def test_an_h5_path_naming_a_directory_says_so(tmp_path: Path, capsys) -> None:
     assert convert_main(["--task", "BallCircle", "--h5", str(tmp_path), "--out", str(tmp_path / "out")]) == 2
     assert f"{tmp_path}: is a directory, not an HDF5 file" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------------ Tune's state
+
+def test_tunes_state_is_kept_while_complete_and_put_back_when_truncated(tmp_path: Path) -> None:
+    experiment = tmp_path / "sweep"
+    experiment.mkdir()
+    state, search = experiment / "experiment_state-1.json", experiment / "basic-variant-state-1.json"
+    state.write_text(json.dumps({"trial_data": [1]}))
+    search.write_bytes(pickle.dumps({"generated": 1}))
+    assert back_up_state(experiment)
+    state.write_text(json.dumps({"trial_data": [1, 2]}))
+    search.write_bytes(pickle.dumps({"generated": 2})[:-3])  # truncated: the pair is not kept
+    assert back_up_state(experiment)
+    state.write_text('{"trial_data": [1, 2, 3')  # truncated, as a full disk leaves it
+    assert repair_state(experiment) == [search, state]
+    assert json.loads(state.read_text()) == {"trial_data": [1]} and pickle.loads(search.read_bytes()) == {
+        "generated": 1}  # both from the same moment
+    assert repair_state(experiment) == []  # nothing damaged: nothing to do
+
+
+def test_a_truncated_state_without_a_copy_is_named() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        experiment = Path(tmp)
+        (experiment / "experiment_state-1.json").write_text('{"trial_data": [')
+        with pytest.raises(SweepError, match="experiment_state-1.json is truncated or corrupt"):
+            repair_state(experiment)

@@ -16,6 +16,7 @@ from rllib_caps.report.records import load_trials
 from rllib_caps.sweeps.grid import describe_grid, grid_variants
 from rllib_caps.sweeps.options import SweepError, SweepOptions
 from rllib_caps.sweeps.resources import TrialResources, plan_resources
+from rllib_caps.sweeps.state_backup import low_space_message, repair_state, state_backup
 from rllib_caps.sweeps.trials import (
     dataset_dir,
     describe_trial,
@@ -106,6 +107,7 @@ def run_experiment(options: SweepOptions, experiment_dir: Path, param_space: dic
         resume = False
     if resume:
         logger.info("resuming %s: finished trials are kept, unfinished and errored ones continue", experiment_dir)
+        repair_state(experiment_dir)
         tuner = tune.Tuner.restore(str(experiment_dir), trainable=trainable, resume_errored=True)
     else:
         tuner = tune.Tuner(
@@ -119,12 +121,19 @@ def run_experiment(options: SweepOptions, experiment_dir: Path, param_space: dic
                 failure_config=tune.FailureConfig(max_failures=options.max_failures),
                 checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=options.checkpoint_every,
                                                         checkpoint_at_end=True, num_to_keep=2),
-                callbacks=[trial_logger()], verbose=1,
+                callbacks=[trial_logger(), state_backup(experiment_dir)], verbose=1,
             ),
         )
     with tune_stops_on_interrupt() as interrupt:
-        results = tuner.fit()
+        try:
+            results = tuner.fit()
+        except Exception as err:
+            if (message := low_space_message(experiment_dir)) is None:
+                raise
+            raise SweepError(f"{message} ({type(err).__name__}: {err})") from err
     interrupt.raise_if_received()
+    if any(result.error for result in results) and (message := low_space_message(experiment_dir)):
+        logger.error("%s", message)
     return results
 
 

@@ -1,0 +1,135 @@
+"""A last good copy of Tune's experiment state, so that a sweep whose ``--storage`` filled up can still be resumed.
+
+Tune writes its experiment state (``experiment_state-*.json``, and the search's state, ``basic-variant-state-*.json``,
+which is a pickle) in a staging directory and every so often copies it to the storage; on a full disk the copy is
+truncated, and ``Tuner.restore`` then fails on it. ``StateBackup`` (a Tune callback) keeps a copy of the state
+files whenever they have changed and all load completely, in ``.last_good_state.pkl`` (all in one file, written
+atomically: a full disk leaves the previous copy as it was). ``repair_state`` puts them back before ``--resume``
+when a file is truncated.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import pickle
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from rllib_caps.sweeps.options import SweepError
+
+logger = logging.getLogger("rllib_caps.tune")
+
+BACKUP_FILE = ".last_good_state.pkl"  # {state file name: its bytes}, taken together so they agree
+STATE_PATTERN = "*state-*.json"  # experiment_state-<session>.json, basic-variant-state-<session>.json
+LOW_SPACE_BYTES = 64 * 2**20  # below this much free space on --storage's device, a failed sweep says so
+
+
+def _complete_state(path: Path) -> bytes | None:
+    """The file's bytes if they load, as JSON or as a pickle (not truncated, not being rewritten), else None."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    for load in (json.loads, pickle.loads):
+        try:
+            load(data)
+            return data
+        except Exception:  # noqa: BLE001  (whatever a truncated file raises: the next format, then None)
+            continue
+    return None
+
+
+def _read_backup(experiment_dir: Path) -> dict[str, bytes]:
+    try:
+        return pickle.loads((experiment_dir / BACKUP_FILE).read_bytes())
+    except (OSError, pickle.UnpicklingError, EOFError):
+        return {}
+
+
+def back_up_state(experiment_dir: Path) -> bool:
+    """Keeps the state files of ``experiment_dir`` in ``BACKUP_FILE`` when they have changed since and all load
+    completely (written to a temporary file, then renamed: a full disk keeps the previous copy). Returns False
+    when the copy could not be written."""
+    state = {path.name: _complete_state(path) for path in experiment_dir.glob(STATE_PATTERN)}
+    if not state or None in state.values() or state == _read_backup(experiment_dir):
+        return True
+    backup = experiment_dir / BACKUP_FILE
+    partial = backup.with_name(backup.name + ".partial")
+    try:
+        partial.write_bytes(pickle.dumps(state))
+        os.replace(partial, backup)
+    except OSError as err:
+        partial.unlink(missing_ok=True)
+        logger.warning("%s: could not keep a copy of Tune's state (%s)", backup, err.strerror or err)
+        return False
+    return True
+
+
+def repair_state(experiment_dir: Path) -> list[Path]:
+    """Before ``--resume``: when a state file does not load completely, every state file is put back as its last
+    good copy (they are copied together, so they agree); returns the files put back. Raises ``SweepError`` naming a
+    damaged file when there is no copy."""
+    damaged = [path for path in sorted(experiment_dir.glob(STATE_PATTERN)) if _complete_state(path) is None]
+    if not damaged:
+        return []
+    backup = _read_backup(experiment_dir)
+    if not backup:
+        raise SweepError(f"--resume: {damaged[0]} is truncated or corrupt (was --storage full?) and there is no "
+                         f"earlier copy ({experiment_dir / BACKUP_FILE}); finished trials keep their results: "
+                         "start a new sweep with another --name, or report them with `python -m rllib_caps.report`")
+    for name, data in backup.items():
+        (experiment_dir / name).write_bytes(data)
+    logger.warning("--resume: %s truncated or corrupt (was --storage full?); put back the last good copy of Tune's "
+                   "state (trials that finished after it was taken run again from their checkpoints)",
+                   ", ".join(str(path) for path in damaged))
+    return sorted(experiment_dir / name for name in backup)
+
+
+def low_space_message(experiment_dir: Path) -> str | None:
+    """What to say when a sweep failed with little space left on ``--storage``'s device, else None."""
+    free = shutil.disk_usage(experiment_dir if experiment_dir.exists() else experiment_dir.parent).free
+    if free >= LOW_SPACE_BYTES:
+        return None
+    return (f"--storage {experiment_dir}: only {free / 2**20:.1f} MiB left on its device (full?); free some space, "
+            "then run the same command with --resume")
+
+
+def _define_state_backup() -> type:
+    from ray.tune import Callback
+
+    class StateBackup(Callback):
+        """Tune callback: ``back_up_state`` at most every ``interval_s`` seconds (after a failed write, every
+        ``10 interval_s``) and at the end of the run."""
+
+        def __init__(self, experiment_dir: Path, interval_s: float = 5.0) -> None:
+            self.experiment_dir, self.interval_s, self._next = experiment_dir, interval_s, 0.0
+
+        def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
+            if time.monotonic() >= self._next:
+                written = back_up_state(self.experiment_dir)
+                self._next = time.monotonic() + self.interval_s * (1 if written else 10)
+
+        def on_experiment_end(self, trials: list, **info: Any) -> None:
+            back_up_state(self.experiment_dir)
+
+    StateBackup.__module__ = __name__
+    return StateBackup
+
+
+def state_backup(experiment_dir: Path) -> Any:
+    """A ``StateBackup`` callback for the experiment in ``experiment_dir``."""
+    if "StateBackup" not in globals():
+        globals()["StateBackup"] = _define_state_backup()
+    return globals()["StateBackup"](experiment_dir)
+
+
+def __getattr__(name: str) -> Any:
+    """Lazy module attribute: pickle finds ``StateBackup`` through this when Tune restores an experiment's
+    callbacks."""
+    if name == "StateBackup":
+        return type(state_backup(Path()))
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
