@@ -13,6 +13,7 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
 from rllib_caps.algorithms.caps.caps import CAPSConfig
+from rllib_caps.algorithms.caps.policy import CAPSPolicy
 from rllib_caps.algorithms.caps.switching import select_heads
 from rllib_caps.algorithms.caps.torch.default_caps_torch_rl_module import DefaultCAPSTorchRLModule
 from rllib_caps.core.budget import remaining_budget_threshold
@@ -178,3 +179,20 @@ def test_set_state_loads_every_weight_and_refuses_another_layout_with_a_retrain_
         old[re.sub(r"^values\.members\.([01])\.", lambda m: f"v{'rc'[int(m[1])]}.", key)] = value
     with pytest.raises(ValueError, match=r"no values for qr\.members\.0\.0\.weight.*retrain it with this release"):
         make_module(2).set_state(old)
+
+
+def test_head_order_selection_acts_with_the_first_feasible_head_and_can_be_set_at_deployment():
+    """With an unlimited budget every head is feasible: "q_reward" picks by Q^r, "head_order" always head 0;
+    ``CAPSPolicy.head_selection`` switches a trained module without retraining, and refuses an unknown name."""
+    torch.manual_seed(0)
+    module = make_module(num_heads=3)
+    obs, zeros = torch.randn(256, OBS), torch.zeros(256)
+    _, by_reward = module.switching_actions(obs, zeros, zeros, 1e9)
+    assert by_reward.unique().numel() > 1  # untrained Q^r prefers different heads in different states
+    policy = CAPSPolicy(module)
+    assert policy.head_selection == "q_reward"
+    policy.head_selection = "head_order"
+    _, by_order = module.switching_actions(obs, zeros, zeros, 1e9)
+    assert by_order.eq(0).all()
+    with pytest.raises(ValueError, match="head_selection must be one of"):
+        policy.head_selection = "best"

@@ -77,8 +77,9 @@ class BlockedRuntime:
 @pytest.mark.parametrize("settings", [
     {"time_limit": "time_aware", "backbone": "sacbc", "clamp_cost_q": True, "actor_time": True, "cost_gamma": 1.0,
      "initial_alpha": 0.1},
-    {"implementation": "code", "shared": False, "fused_critics": True, "time_limit": "terminal"},
-], ids=["sacbc-time-aware-clamped", "iql-code-separate-fused"])
+    {"implementation": "code", "shared": False, "fused_critics": True, "time_limit": "terminal",
+     "head_selection": "head_order"},
+], ids=["sacbc-time-aware-clamped", "iql-code-separate-fused-head-order"])
 def test_graph_equals_caps_policy_on_random_states_budgets_and_steps(tmp_path, settings) -> None:
     """No Ray: a module under ONNX Runtime in-process picks CAPSPolicy's heads and actions over random states, costs,
     steps and restarts: SAC+BC-style (clamped Q^c, time-aware critics and actor, cost γ = 1), and the authors' IQL

@@ -11,10 +11,20 @@ from rllib_caps.algorithms.caps.switching import select_heads
 from rllib_caps.core.budget import remaining_budget_threshold
 
 
-def _select(q_reward: list[list[float]], q_cost: list[list[float]], threshold: list[float]) -> list[int]:
+def _select(q_reward: list[list[float]], q_cost: list[list[float]], threshold: list[float],
+            selection: str = "q_reward") -> list[int]:
     out = select_heads(torch.tensor(q_reward, dtype=torch.float64), torch.tensor(q_cost, dtype=torch.float64),
-                       torch.tensor(threshold, dtype=torch.float64))
+                       torch.tensor(threshold, dtype=torch.float64), selection)
     return out.tolist()
+
+
+def test_head_order_picks_the_most_reward_seeking_feasible_head_whatever_q_reward_says() -> None:
+    q_reward, q_cost = [[1.0, 4.0, 9.0], [1.0, 4.0, 9.0]], [[6.0, 2.0, 1.0], [1.0, 2.0, 1.0]]
+    assert _select(q_reward, q_cost, [5.0, 5.0]) == [2, 2]  # Q^r ranks the cost head first
+    assert _select(q_reward, q_cost, [5.0, 5.0], "head_order") == [1, 0]
+    assert _select(q_reward, [[7.0, 9.0, 6.0]], [5.0], "head_order") == [2]  # the same fallback: lowest Q^c
+    with pytest.raises(ValueError, match="selection must be one of"):
+        _select(q_reward, q_cost, [5.0, 5.0], "random")
 
 
 # ---------------------------------------------------------------------------------------------- select_heads

@@ -15,6 +15,7 @@ equalities and inequalities up to float round-off, not statistical.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -23,7 +24,7 @@ import pytest
 import torch
 from cmdp import CMDP, cost_optimal_policy, cost_variation, optimal_cost, policy_cost, random_cmdp, reachable
 
-from rllib_caps.algorithms.caps.switching import select_heads
+from rllib_caps.algorithms.caps.switching import HEAD_SELECTIONS, select_heads
 from rllib_caps.core.budget import remaining_budget_threshold
 
 KAPPAS = (0.0, 1.0, 2.5, 4.0, 6.0, 9.0)
@@ -92,15 +93,18 @@ def bound_excess(inst: Instance, values: np.ndarray, kappa: float, eps: float) -
     return worst
 
 
+@pytest.mark.parametrize("selection", HEAD_SELECTIONS)
 @pytest.mark.parametrize("state_cost", [True, False], ids=["c(s)", "c(s,a)"])
-def test_deterministic_cmdps_bound_holds_and_is_exact(state_cost: bool) -> None:
+def test_deterministic_cmdps_bound_holds_and_is_exact(state_cost: bool, selection: str) -> None:
     """ε = 0: the bound max{V^c_t, κ − c_<t} holds everywhere, and more precisely the strict rule gives
-    exactly V^c_t when V^c_t >= κ − c_<t (the fallback follows π^c) and strictly less than κ − c_<t otherwise."""
+    exactly V^c_t when V^c_t >= κ − c_<t (the fallback follows π^c) and strictly less than κ − c_<t otherwise.
+    With either ranking of the feasible heads (Q^r, paper Eq. 4; or the head order)."""
+    selector = functools.partial(select_heads, selection=selection)
     fallback_hits = feasible_hits = 0
     for inst in make_instances(seed=1, count=80, stochastic=False, state_cost=state_cost):
         assert cost_variation(inst.m, inst.v) == 0.0
         for kappa in KAPPAS:
-            values = policy_cost(inst.m, caps_policy(inst, kappa, check_admissible=True))
+            values = policy_cost(inst.m, caps_policy(inst, kappa, selector=selector, check_admissible=True))
             assert bound_excess(inst, values, kappa, eps=0.0) <= TOL
             spent = np.arange(inst.m.spent_grid)
             for t in range(inst.m.horizon + 1):
@@ -116,14 +120,17 @@ def test_deterministic_cmdps_bound_holds_and_is_exact(state_cost: bool) -> None:
     assert fallback_hits > 0 and feasible_hits > 0  # both regimes were exercised
 
 
-def test_stochastic_cmdps_bound_holds_with_measured_variation() -> None:
-    """ε > 0: V^{π,c}_t <= max{V^c_t, κ − c_<t} + (T − t) ε on every reachable (t, s, c_<t)."""
+@pytest.mark.parametrize("selection", HEAD_SELECTIONS)
+def test_stochastic_cmdps_bound_holds_with_measured_variation(selection: str) -> None:
+    """ε > 0: V^{π,c}_t <= max{V^c_t, κ − c_<t} + (T − t) ε on every reachable (t, s, c_<t), with either ranking
+    of the feasible heads."""
+    selector = functools.partial(select_heads, selection=selection)
     eps_seen, excess_over_kappa = [], []
     for inst in make_instances(seed=2, count=80, stochastic=True):
         eps = cost_variation(inst.m, inst.v)
         eps_seen.append(eps)
         for kappa in KAPPAS:
-            values = policy_cost(inst.m, caps_policy(inst, kappa, check_admissible=True))
+            values = policy_cost(inst.m, caps_policy(inst, kappa, selector=selector, check_admissible=True))
             assert bound_excess(inst, values, kappa, eps) <= TOL
             excess_over_kappa.append(bound_excess(inst, values, kappa, eps=0.0))
     assert max(eps_seen) > 0.0  # the instances are genuinely stochastic

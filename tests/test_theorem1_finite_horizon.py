@@ -34,7 +34,7 @@ import pytest
 import torch
 from cmdp import CMDP, cost_optimal_policy, optimal_cost, policy_cost, random_cmdp, reachable
 
-from rllib_caps.algorithms.caps.switching import select_heads
+from rllib_caps.algorithms.caps.switching import HEAD_SELECTIONS, select_heads
 from rllib_caps.core.budget import remaining_budget_threshold
 
 KAPPAS = (0.0, 1.0, 2.5, 4.0, 6.0, 9.0)
@@ -114,7 +114,7 @@ def grid(m: CMDP) -> tuple[np.ndarray, np.ndarray]:
     return states.ravel(), spent.ravel()
 
 
-def caps_decisions(inst: Instance, kappa: float, q_critic: np.ndarray | None = None):
+def caps_decisions(inst: Instance, kappa: float, q_critic: np.ndarray | None = None, selection: str = "q_reward"):
     """The production rule on the whole grid: actions (T, S, G), head Q^c (T, S, G, K), thresholds (T, S, G).
 
     ``q_critic`` is the cost critic the rule sees, (T, S, A) or stationary (S, A); ``Q^γ`` by default.
@@ -130,7 +130,7 @@ def caps_decisions(inst: Instance, kappa: float, q_critic: np.ndarray | None = N
         q_cost = torch.from_numpy(q_critic[t][states[:, None], head_actions])
         q_rew = torch.from_numpy(inst.q_reward[t][states[:, None], head_actions])
         thr = torch.from_numpy(production_threshold(kappa, spent, t, m.horizon, inst.gamma))
-        chosen = select_heads(q_rew, q_cost, thr).numpy()
+        chosen = select_heads(q_rew, q_cost, thr, selection).numpy()
         actions[t] = head_actions[np.arange(len(states)), chosen].reshape(shape[1:])
         thresholds[t] = thr.numpy().reshape(shape[1:])
         head_q[t] = q_cost.numpy().reshape(*shape[1:], -1)
@@ -232,17 +232,18 @@ def test_threshold_recursion_and_gamma_one_limit() -> None:
 
 
 # ------------------------------------------------------------------- 2. finite-horizon Q^γ in random CMDPs
+@pytest.mark.parametrize("selection", HEAD_SELECTIONS)
 @pytest.mark.parametrize("gamma", GAMMAS)
 @pytest.mark.parametrize("stochastic", [False, True], ids=["deterministic", "stochastic"])
-def test_discounted_kappa_admissibility(stochastic: bool, gamma: float) -> None:
+def test_discounted_kappa_admissibility(stochastic: bool, gamma: float, selection: str) -> None:
     """At every reachable ``(t, s, c_<t)``: the threshold is the conversion; the rule falls back iff
     ``V^γ_t(s) >= thr_t`` (π^c is a head) and then takes ``Q^γ = V^γ_t(s)``, otherwise ``Q^γ < thr_t``; hence
-    ``Q^γ_t(s, π) <= max{V^γ_t(s), thr_t}``."""
+    ``Q^γ_t(s, π) <= max{V^γ_t(s), thr_t}``, with either ranking of the feasible heads."""
     fallback_hits = feasible_hits = 0
     for inst in make_instances(seed=10, count=25, gamma=gamma, stochastic=stochastic):
         m = inst.m
         for kappa in KAPPAS:
-            actions, head_q, thr = caps_decisions(inst, kappa)
+            actions, head_q, thr = caps_decisions(inst, kappa, selection=selection)
             for t in range(m.horizon):
                 ok = reachable(m, t)
                 np.testing.assert_allclose(thr[t], threshold(kappa, np.arange(m.spent_grid), t, m.horizon, gamma)

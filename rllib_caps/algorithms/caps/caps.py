@@ -21,6 +21,7 @@ from ray.rllib.utils.annotations import override
 
 from rllib_caps.algorithms.caps.losses import CAPSLossSettings, default_lambdas
 from rllib_caps.algorithms.caps.sacbc_losses import SACBCLossSettings
+from rllib_caps.algorithms.caps.switching import HEAD_SELECTIONS
 from rllib_caps.core.offline import OfflineSafeAlgorithm, OfflineSafeConfig
 
 IMPLEMENTATIONS = ("paper", "code")
@@ -56,6 +57,9 @@ class CAPSConfig(OfflineSafeConfig):
             needs time-outs to end the bootstrap (``time_limit`` "terminal" or "time_aware"), or Q^c diverges.
         clamp_cost_q: clamp the act-time Q^c at ≥ 0 before comparing it with the budget; None (default): the
             backbone's (on for "sacbc", as the authors' SAC+BC code; off for "iql").
+        head_selection: which feasible head acts: "q_reward" (default), the one with the highest Q^r (paper
+            Eq. 4); "head_order", the most reward-seeking one (the lowest index). Switching only: training is the
+            same, and a checkpoint's may be changed at deployment (docs/paper.md, "Choosing among feasible heads").
         awr_beta: the advantage temperature β (RLlib's MARWIL/IQL ``beta`` is capped at 1; CAPS uses 3).
         beta_cost: "code" with IQL only: the cost advantage's β; None (default): ``awr_beta`` (the authors'
             code has a separate β with the same default 3).
@@ -82,6 +86,7 @@ class CAPSConfig(OfflineSafeConfig):
         self.actor_time = False
         self.cost_gamma: float | None = None
         self.clamp_cost_q: bool | None = None
+        self.head_selection = "q_reward"
         self.awr_beta = 3.0
         self.beta_cost: float | None = None
         self.expectile_reward = 0.7
@@ -107,6 +112,7 @@ class CAPSConfig(OfflineSafeConfig):
         actor_time: bool = NotProvided,
         cost_gamma: float | None = NotProvided,
         clamp_cost_q: bool | None = NotProvided,
+        head_selection: str = NotProvided,
         awr_beta: float = NotProvided,
         beta_cost: float | None = NotProvided,
         expectile_reward: float = NotProvided,
@@ -211,6 +217,8 @@ class CAPSConfig(OfflineSafeConfig):
         for name in ("awr_beta", "beta_cost", "initial_alpha", "q_weight", "actor_lr", "critic_lr", "value_lr"):
             if getattr(self, name) is not None and not getattr(self, name) > 0:
                 self.config_error(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.head_selection not in HEAD_SELECTIONS:
+            self.config_error(f"head_selection must be one of {HEAD_SELECTIONS}, got {self.head_selection!r}")
         for name in ("expectile_reward", "expectile_cost"):
             if not 0.0 < getattr(self, name) < 1.0:
                 self.config_error(f"{name} must be in (0, 1), got {getattr(self, name)}")
@@ -221,7 +229,8 @@ class CAPSConfig(OfflineSafeConfig):
             "num_heads": self.num_heads, "shared_actor": self.shared_actor,
             "learn_std": self.implementation == "paper", "cost_maximize": self.implementation == "code",
             "backbone": self.backbone, "actor_time": bool(self.actor_time), "cost_gamma": self.resolved_cost_gamma,
-            "clamp_cost_q": self.resolved_clamp_cost_q, "initial_alpha": self.initial_alpha,
+            "clamp_cost_q": self.resolved_clamp_cost_q, "head_selection": self.head_selection,
+            "initial_alpha": self.initial_alpha,
             "fused_critics": bool(self.fused_critics),
         }
 

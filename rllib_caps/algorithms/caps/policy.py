@@ -37,6 +37,7 @@ import torch
 from ray.rllib.core.rl_module.rl_module import RLModule
 
 from rllib_caps.algorithms.caps.fqe import evaluate_critics
+from rllib_caps.algorithms.caps.switching import HEAD_SELECTIONS
 from rllib_caps.core.budget import BudgetTracker, check_budget_input
 from rllib_caps.core.calibration import CostCriticAPI
 from rllib_caps.core.critic_variants import CriticVariantsAPI, FQESettings
@@ -58,6 +59,18 @@ class CAPSPolicy(DeployedPolicy, CriticVariantsAPI, CostCriticAPI):
     @property
     def cost_gamma(self) -> float:
         return self.module.cost_gamma
+
+    @property
+    def head_selection(self) -> str:
+        """Which feasible head acts (``switching.HEAD_SELECTIONS``): the checkpoint's, unless set here. It is a
+        deployment choice (the heads and critics are the same), so it can be changed without retraining."""
+        return self.module.head_selection
+
+    @head_selection.setter
+    def head_selection(self, selection: str) -> None:
+        if selection not in HEAD_SELECTIONS:
+            raise ValueError(f"head_selection must be one of {HEAD_SELECTIONS}, got {selection!r}")
+        self.module.head_selection = selection
 
     @torch.no_grad()
     def predicted_cost(self, obs: np.ndarray, actions: np.ndarray, steps: np.ndarray) -> np.ndarray:

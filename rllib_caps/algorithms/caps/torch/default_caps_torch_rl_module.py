@@ -131,6 +131,7 @@ class DefaultCAPSTorchRLModule(OfflineTorchRLModule, DefaultCAPSRLModule):
         # Checkpoints record the backbone; those from before SAC+BC are IQL.
         self.backbone = cfg.get("backbone", "iql")
         self.clamp_cost_q = bool(cfg.get("clamp_cost_q", False))
+        self.head_selection = cfg.get("head_selection", "q_reward")  # checkpoints from before it: the paper's
 
         std = "state" if self.backbone == "sacbc" else "learned" if cfg["learn_std"] else "fixed"
         self.actor = MultiHeadActor(obs_dim + int(self.actor_time), act_dim, hidden, self.num_heads,
@@ -212,7 +213,7 @@ class DefaultCAPSTorchRLModule(OfflineTorchRLModule, DefaultCAPSRLModule):
         """The CAPS action for each state and the head that produced it (``critics``: see ``head_values``)."""
         means, q_reward, q_cost = self.head_values(obs, step, critics)
         threshold = remaining_budget_threshold(cost_threshold, cost_spent, step, self.horizon, self.cost_gamma)
-        heads = select_heads(q_reward, q_cost, threshold)
+        heads = select_heads(q_reward, q_cost, threshold, self.head_selection)
         actions = means[torch.arange(means.shape[0], device=means.device), heads]
         return actions, heads
 
