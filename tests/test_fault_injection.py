@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -22,7 +20,7 @@ import pytest
 import torch
 import yaml
 from sim_datasets import make_data_root  # tests/sim_datasets.py
-from test_interrupts import ray_processes
+from test_interrupts import ray_of_its_own
 from test_tune import TINY_TRAINING
 
 from rllib_caps.algorithms.registry import build_config, get_algorithm
@@ -200,37 +198,28 @@ def test_an_interrupted_sweep_stops_as_tune_does_and_resumes(ray_address: str, t
     """Ctrl+C (SIGINT to the terminal's process group) or SIGTERM (to the driver) mid-trial: Tune saves the
     experiment, ``tune`` says so with the ``--resume`` command, exits 130 or 143 and leaves none of the Ray processes
     it started; the printed command finishes the sweep."""
-    ray_tmp = tempfile.mkdtemp(prefix="raytun", dir="/tmp")  # short: Ray's socket paths have a length limit
     config = tmp_path / "sweep.yaml"
     config.write_text(yaml.safe_dump({"tasks": "BallCircle", "seeds": [0, 1], "data_root": str(BUNDLED.parent),
                                       "storage": str(tmp_path), "name": "stopped", "max_concurrent": 1,
                                       "checkpoint_every": 1,
                                       "training": {**TINY_TRAINING, "steps": 600, "thresholds": [20]}}))
     log = tmp_path / "run.log"
-    try:
-        with log.open("w") as out:
-            process = subprocess.Popen([sys.executable, "-m", "rllib_caps.tune", "--config", str(config)],
-                                       stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
-                                       env=env(RAY_TMPDIR=ray_tmp), start_new_session=True)
-            deadline = time.monotonic() + 300
-            while not list((tmp_path / "stopped").glob("*/checkpoint_000001")):
-                assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-                time.sleep(0.1)
-            if signum == signal.SIGINT:
-                os.killpg(process.pid, signum)
-            else:
-                process.send_signal(signum)
-            assert process.wait(timeout=180) == status, log.read_text()[-3000:]
-        text = log.read_text()
-        said = f"interrupted ({signal.Signals(signum).name}): Tune saved the experiment state"
-        assert said in text and "--config " + str(config) + " --resume" in text, text[-3000:]
-        deadline = time.monotonic() + 30
-        while ray_processes(ray_tmp) and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert not ray_processes(ray_tmp), ray_processes(ray_tmp)
-    finally:  # never leave a process behind, even when the test fails
-        subprocess.run(["pkill", "-9", "-f", ray_tmp])
-        shutil.rmtree(ray_tmp, ignore_errors=True)
+    with ray_of_its_own("raytun") as ray_tmp, log.open("w") as out:
+        process = subprocess.Popen([sys.executable, "-m", "rllib_caps.tune", "--config", str(config)],
+                                   stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env(RAY_TMPDIR=ray_tmp),
+                                   start_new_session=True)
+        deadline = time.monotonic() + 300
+        while not list((tmp_path / "stopped").glob("*/checkpoint_000001")):
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.1)
+        if signum == signal.SIGINT:
+            os.killpg(process.pid, signum)
+        else:
+            process.send_signal(signum)
+        assert process.wait(timeout=180) == status, log.read_text()[-3000:]
+    text = log.read_text()
+    said = f"interrupted ({signal.Signals(signum).name}): Tune saved the experiment state"
+    assert said in text and "--config " + str(config) + " --resume" in text, text[-3000:]
     assert len(load_trials(tmp_path / "stopped")[0]) < 2
     resumed = subprocess.run([sys.executable, "-m", "rllib_caps.tune", "--config", str(config), "--resume",
                               "--address", ray_address], capture_output=True, text=True, cwd=ROOT, env=env(),

@@ -6,12 +6,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -20,7 +18,7 @@ import numpy as np
 import pytest
 from hub_server import Fault, HubServer
 from test_dsrl_to_parquet import episode_arrays
-from test_interrupts import ray_processes
+from test_interrupts import ray_of_its_own
 
 from data_conversion.dsrl_format import write_dsrl_hdf5
 from data_conversion.fetch import Outcome, conversion_memory, current_dataset, format_outcomes, prepare_datasets
@@ -171,32 +169,24 @@ def test_ctrl_c_mid_download_keeps_the_finished_tasks_and_leaves_no_ray_process(
     """Ctrl+C (SIGINT to the terminal's process group) while DroneRun's file is downloading: exit 130, one line
     saying what was kept, BallCircle and CarRun complete, nothing of DroneRun, no Ray process of the run left; the
     same command again gets DroneRun only."""
-    ray_tmp = tempfile.mkdtemp(prefix="rayfet", dir="/tmp")  # short: Ray's socket paths have a length limit
     downloading = threading.Event()
     out = tmp_path / "data"
-    try:
-        with HubServer(files, {dataset_file_name("DroneRun"): Fault(hold=downloading)}) as hub:
-            env = {**os.environ, "HF_ENDPOINT": hub.url, "RAY_TMPDIR": ray_tmp, "RAY_AUTH_MODE": "disabled"}
-            process = subprocess.Popen([sys.executable, "-m", "data_conversion.fetch", "--tasks", ",".join(TASKS),
-                                        "--out", str(out)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                       text=True, start_new_session=True)
-            deadline = time.monotonic() + 200
-            while not (all((out / t / "metadata.json").is_file() for t in ("BallCircle", "CarRun"))
-                       and ("GET", dataset_file_name("DroneRun"), None) in hub.requests):
-                assert process.poll() is None and time.monotonic() < deadline, process.communicate()
-                time.sleep(0.2)
-            os.killpg(process.pid, signal.SIGINT)
-            _, stderr = process.communicate(timeout=120)
-            downloading.set()
-        assert process.returncode == 130, stderr[-3000:]
-        assert f"interrupted (SIGINT): every task finished so far is complete in {out}" in stderr
-        deadline = time.monotonic() + 30
-        while ray_processes(ray_tmp) and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert not ray_processes(ray_tmp), ray_processes(ray_tmp)
-    finally:  # never leave a process behind, even when the test fails
-        subprocess.run(["pkill", "-9", "-f", ray_tmp])
-        shutil.rmtree(ray_tmp, ignore_errors=True)
+    held = {dataset_file_name("DroneRun"): Fault(hold=downloading)}
+    with ray_of_its_own("rayfet") as ray_tmp, HubServer(files, held) as hub:
+        env = {**os.environ, "HF_ENDPOINT": hub.url, "RAY_TMPDIR": ray_tmp, "RAY_AUTH_MODE": "disabled"}
+        process = subprocess.Popen([sys.executable, "-m", "data_conversion.fetch", "--tasks", ",".join(TASKS),
+                                    "--out", str(out)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True, start_new_session=True)
+        deadline = time.monotonic() + 200
+        while not (all((out / t / "metadata.json").is_file() for t in ("BallCircle", "CarRun"))
+                   and ("GET", dataset_file_name("DroneRun"), None) in hub.requests):
+            assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+            time.sleep(0.2)
+        os.killpg(process.pid, signal.SIGINT)
+        _, stderr = process.communicate(timeout=120)
+        downloading.set()
+    assert process.returncode == 130, stderr[-3000:]
+    assert f"interrupted (SIGINT): every task finished so far is complete in {out}" in stderr
     assert sorted(p.name for p in out.iterdir()) == ["BallCircle", "CarRun"]  # no DroneRun, no temporary directory
     with HubServer(files) as hub, pytest.MonkeyPatch.context() as patch:
         patch.setenv("HF_ENDPOINT", hub.url)

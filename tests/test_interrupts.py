@@ -10,6 +10,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -82,34 +84,42 @@ def ray_processes(marker: str) -> list[str]:
     return [line for line in lines if marker in line and not line.lstrip().startswith("Z")]
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("signum, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_interrupted_train_keeps_nothing_half_written_and_leaves_no_ray_process(tmp_path: Path, signum: int,
-                                                                               status: int) -> None:
-    ray_tmp = tempfile.mkdtemp(prefix="rayint", dir="/tmp")  # short: Ray's socket paths have a length limit
-    out, log = tmp_path / "ckpt", tmp_path / "stderr.log"
-    env = {**os.environ, "RAY_TMPDIR": ray_tmp, "RLLIB_CAPS_SMOKE_TEST": ""}
-    command = [sys.executable, "-m", "rllib_caps.train", "--task", "BallCircle", "--data",
-               str(ROOT / "datasets" / "BallCircle"), "--out", str(out), "--steps", "100000", "--hidden", "32", "32",
-               "--eval-episodes", "0"]
+@contextmanager
+def ray_of_its_own(prefix: str) -> Iterator[str]:
+    """A short ``RAY_TMPDIR`` (Ray's socket paths have a length limit) for a command that starts its own Ray. When
+    the block ends, no process of that Ray may be left (waiting up to 30 s for them to go); whatever is left, even
+    after a failure, is killed."""
+    ray_tmp = tempfile.mkdtemp(prefix=prefix, dir="/tmp")
     try:
-        with log.open("w") as stderr:
-            process = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
-            deadline = time.monotonic() + 180
-            while "step/s" not in log.read_text() and "step]" not in log.read_text():  # tqdm's bar: training runs
-                assert process.poll() is None, log.read_text()
-                assert time.monotonic() < deadline, log.read_text()
-                time.sleep(0.5)
-            assert ray_processes(ray_tmp), "Ray's processes should be running during training"
-            process.send_signal(signum)
-            assert process.wait(timeout=120) == status, log.read_text()
-        text = log.read_text()
-        assert f"interrupted ({signal.Signals(signum).name}): nothing was written to --out" in text
-        assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".ckpt")]
+        yield ray_tmp
         deadline = time.monotonic() + 30
         while ray_processes(ray_tmp) and time.monotonic() < deadline:
             time.sleep(0.5)
         assert not ray_processes(ray_tmp), ray_processes(ray_tmp)
-    finally:  # never leave a process behind, even when the test fails
+    finally:
         subprocess.run(["pkill", "-9", "-f", ray_tmp])
         shutil.rmtree(ray_tmp, ignore_errors=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_interrupted_train_keeps_nothing_half_written_and_leaves_no_ray_process(tmp_path: Path, signum: int,
+                                                                               status: int) -> None:
+    out, log = tmp_path / "ckpt", tmp_path / "stderr.log"
+    command = [sys.executable, "-m", "rllib_caps.train", "--task", "BallCircle", "--data",
+               str(ROOT / "datasets" / "BallCircle"), "--out", str(out), "--steps", "100000", "--hidden", "32", "32",
+               "--eval-episodes", "0"]
+    with ray_of_its_own("rayint") as ray_tmp, log.open("w") as stderr:
+        env = {**os.environ, "RAY_TMPDIR": ray_tmp, "RLLIB_CAPS_SMOKE_TEST": ""}
+        process = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+        deadline = time.monotonic() + 180
+        while "step/s" not in log.read_text() and "step]" not in log.read_text():  # tqdm's bar: training runs
+            assert process.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.5)
+        assert ray_processes(ray_tmp), "Ray's processes should be running during training"
+        process.send_signal(signum)
+        assert process.wait(timeout=120) == status, log.read_text()
+    text = log.read_text()
+    assert f"interrupted ({signal.Signals(signum).name}): nothing was written to --out" in text
+    assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".ckpt")]
