@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rllib_caps.core.calibration import Calibration, CostCriticAPI, dataset_calibration
+from rllib_caps.core.calibration import Calibration, CostCriticAPI, calibrate_cost_critic, dataset_calibration
 from rllib_caps.core.critic_variants import CRITICS, CriticVariantsAPI, FQESettings
 from rllib_caps.core.interrupts import interruptible
 from rllib_caps.core.results import format_results_table
@@ -82,6 +82,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="also compare the policy's cost critic Q^c(s, a) with the discounted cost-to-go the dataset "
                         "(--data) realised: bias (> 0: pessimistic), centred RMSE and correlation in the output "
                         "(JSON key calibration), a reliability plot to this PNG")
+    p.add_argument("--calibrate-cost", action="store_true",
+                   help="before acting, shift the policy's cost critic by its bias on the dataset (--data), so its "
+                        "pessimism is fitted to the data (docs/paper.md, 'Calibrated Q^c'); the shift is in the "
+                        "output (JSON key cost_shift)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table (one critic: its results; "
                    "several: critic -> results)")
     p.add_argument("--out", help="also write that JSON to this file (atomically; checked before any rollout)")
@@ -119,16 +123,18 @@ def main(argv: list[str] | None = None) -> int:
         if critics != ["offline"] and not isinstance(policy, CriticVariantsAPI):
             raise ValueError(f"--critic {' '.join(critics)}: {args.checkpoint} holds a {type(policy).__name__}, "
                              "which does not switch with critics")
-        if args.calibration and not isinstance(policy, CostCriticAPI):
-            raise ValueError(f"--calibration: {args.checkpoint} holds a {type(policy).__name__}, which reads no cost "
-                             "critic")
+        for flag, asked in (("--calibration", args.calibration), ("--calibrate-cost", args.calibrate_cost)):
+            if asked and not isinstance(policy, CostCriticAPI):
+                raise ValueError(f"{flag}: {args.checkpoint} holds a {type(policy).__name__}, which reads no cost "
+                                 "critic")
         if args.calibration:
             check_writable(args.calibration, "--calibration")
         dataset = None
-        if critics != ["offline"] or args.calibration:
+        uses = [use for use, asked in (("FQE", critics != ["offline"]), ("the cost calibration", args.calibrate_cost),
+                                       ("the calibration diagnostics", args.calibration)) if asked]
+        if uses:
             data = Path(args.data or Path("datasets") / task.name)
-            logger.info("loading %s for %s", data, "FQE and the calibration" if args.calibration and critics !=
-                        ["offline"] else "the calibration" if args.calibration else "FQE")
+            logger.info("loading %s for %s", data, " and ".join(uses))
             check_dataset(data, task=task.name, obs_dim=task.obs_dim, act_dim=task.act_dim,
                           allow_task_mismatch=args.allow_task_mismatch, verify=args.verify)
             dataset = TransitionDataset.from_parquet(data)
@@ -140,6 +146,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     thresholds = args.thresholds or [float(k) for k in task.thresholds]
     seed = args.seed if args.seed is not None else episode_seed(policy)
+    columns = None if dataset is None else {k: v.numpy() for k, v in dataset.tensors.items()}
+    shift = calibrate_cost_critic(policy, columns) if args.calibrate_cost else None
+    if shift is not None:
+        logger.info("cost critic shifted by its dataset bias: Q^c − %.4g", shift)
     with interruptible("no results were written; the rollouts are deterministic, so the same command gives the "
                        "same figures"):
         if args.head is not None or not isinstance(policy, CriticVariantsAPI):
@@ -148,11 +158,13 @@ def main(argv: list[str] | None = None) -> int:
         else:
             results = policy.evaluate_critics(dataset, task, thresholds, args.episodes, critics, settings, seed=seed)
     output = dict(results[critics[0]] if len(critics) == 1 else results)
+    if shift is not None:
+        output["cost_shift"] = shift
     calibration = None
     if args.calibration:
         from rllib_caps.report.plots import plot_calibration  # matplotlib, only when asked for
 
-        calibration = dataset_calibration(policy, {k: v.numpy() for k, v in dataset.tensors.items()})
+        calibration = dataset_calibration(policy, columns)
         output["calibration"] = calibration.as_dict()
         try:
             with atomic_file(args.calibration) as tmp:

@@ -14,7 +14,7 @@ from test_caps_module import OBS, make_module
 
 from rllib_caps.algorithms.caps.policy import CAPSPolicy
 from rllib_caps.algorithms.caps.torch.default_caps_torch_rl_module import DefaultCAPSTorchRLModule
-from rllib_caps.core.calibration import calibrate, dataset_calibration, discounted_cost_to_go
+from rllib_caps.core.calibration import calibrate, calibrate_cost_critic, dataset_calibration, discounted_cost_to_go
 from rllib_caps.data import TransitionDataset
 
 BUNDLED = Path(__file__).resolve().parents[1] / "datasets" / "BallCircle"
@@ -76,6 +76,29 @@ def test_dataset_calibration_covers_every_row_of_the_bundled_dataset() -> None:
     assert np.isfinite([result.bias, result.rmse, result.centred_rmse, result.correlation]).all()
 
 
+def test_calibrating_the_cost_critic_removes_its_dataset_bias_where_the_switching_rule_reads_it() -> None:
+    dataset = TransitionDataset.from_parquet(BUNDLED)
+    columns = {k: v.numpy() for k, v in dataset.tensors.items()}
+    torch.manual_seed(0)
+    columns["obs"] = columns["obs"][:, :OBS]  # the test module's observation size; any inputs do for a shift
+    module = make_module(2, time_limit="time_aware")
+    policy = CAPSPolicy(module)
+    obs, step = torch.as_tensor(columns["obs"][:64]), torch.as_tensor(columns["t"][:64], dtype=torch.float64)
+    before = dataset_calibration(policy, columns)
+    with torch.no_grad():
+        _, _, q_cost_before = module.head_values(obs, step)
+    shift = calibrate_cost_critic(policy, columns)
+    assert shift == pytest.approx(before.bias) and abs(shift) > 0.1
+    after = dataset_calibration(policy, columns)
+    assert after.bias == pytest.approx(0.0, abs=1e-3 * abs(shift))  # pessimism fitted to the data
+    assert after.centred_rmse == pytest.approx(before.centred_rmse, rel=1e-4)  # a shift, not a new critic
+    with torch.no_grad():
+        _, _, q_cost_after = module.head_values(obs, step)
+    torch.testing.assert_close(q_cost_after, q_cost_before - shift, rtol=0, atol=1e-4)
+    assert abs(calibrate_cost_critic(policy, columns)) < 1e-3 * abs(shift)  # again: about nothing left to shift
+    assert "cost_offset" not in module.state_dict()  # a deployment-time setting: checkpoints are unchanged
+
+
 @pytest.mark.slow
 def test_evaluate_calibration_writes_its_numbers_and_plot(ray_session, tmp_path, monkeypatch, capsys) -> None:
     from rllib_caps.algorithms.registry import build_config
@@ -96,6 +119,11 @@ def test_evaluate_calibration_writes_its_numbers_and_plot(ray_session, tmp_path,
     assert evaluate_main(["--checkpoint", "ckpt", "--data", str(BUNDLED), "--thresholds", "20",
                           "--calibration", "plots/calibration.png"]) == 0
     assert "bias" in capsys.readouterr().out  # the table output says it in words too
+    assert evaluate_main(["--checkpoint", "ckpt", "--data", str(BUNDLED), "--thresholds", "20", "--json",
+                          "--calibrate-cost", "--calibration", "plots/calibrated.png"]) == 0
+    calibrated = json.loads(capsys.readouterr().out)
+    assert calibrated["cost_shift"] == pytest.approx(printed["calibration"]["bias"], rel=1e-5)
+    assert abs(calibrated["calibration"]["bias"]) < 1e-3 * max(abs(calibrated["cost_shift"]), 1.0)
 
 
 def test_rollouts_compare_q_cost_at_the_first_step_with_the_cost_then_incurred() -> None:

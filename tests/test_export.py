@@ -78,8 +78,8 @@ class BlockedRuntime:
     {"time_limit": "time_aware", "backbone": "sacbc", "clamp_cost_q": True, "actor_time": True, "cost_gamma": 1.0,
      "initial_alpha": 0.1},
     {"implementation": "code", "shared": False, "fused_critics": True, "time_limit": "terminal",
-     "head_selection": "head_order"},
-], ids=["sacbc-time-aware-clamped", "iql-code-separate-fused-head-order"])
+     "head_selection": "head_order", "cost_shift": 0.05},
+], ids=["sacbc-time-aware-clamped", "iql-code-separate-fused-head-order-shifted"])
 def test_graph_equals_caps_policy_on_random_states_budgets_and_steps(tmp_path, settings) -> None:
     """No Ray: a module under ONNX Runtime in-process picks CAPSPolicy's heads and actions over random states, costs,
     steps and restarts: SAC+BC-style (clamped Q^c, time-aware critics and actor, cost γ = 1), and the authors' IQL
@@ -88,7 +88,10 @@ def test_graph_equals_caps_policy_on_random_states_budgets_and_steps(tmp_path, s
     kernels round differently (~1e-8), so two heads whose values tie that closely may go either way; untrained heads
     meet such ties about once in 30 random modules."""
     torch.manual_seed(0)
+    settings = dict(settings)
+    shift = settings.pop("cost_shift", 0.0)  # a calibrated Q^c (CAPSPolicy.shift_cost) is exported as it acts
     module = make_module(num_heads=4, **settings)
+    CAPSPolicy(module).shift_cost(shift)
     export_onnx(module, tmp_path / "policy.onnx")
     torch_policy, onnx_policy = CAPSPolicy(module), ONNXCAPSPolicy(tmp_path / "policy.onnx")
     rng, heads = np.random.default_rng(0), set()

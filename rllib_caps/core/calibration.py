@@ -105,6 +105,10 @@ class CostCriticAPI(abc.ABC):
         """Q^c(s, a) in cost units, as the switching rule reads it (the pessimistic twin), for rows of
         observations ``(N, D)``, dataset actions ``(N, A)`` and episode steps ``(N,)``."""
 
+    @abc.abstractmethod
+    def shift_cost(self, offset: float) -> None:
+        """From now on the switching rule (and ``predicted_cost``) reads Q^c − ``offset``; shifts add up."""
+
 
 def dataset_calibration(policy: CostCriticAPI, columns: dict[str, Any], bins: int = 10) -> Calibration:
     """The calibration of ``policy``'s cost critic on a dataset's rows: ``columns`` holds numpy arrays ``obs``,
@@ -115,3 +119,13 @@ def dataset_calibration(policy: CostCriticAPI, columns: dict[str, Any], bins: in
                                 for i in range(0, rows, CHUNK_ROWS)])
     realised = discounted_cost_to_go(columns[COSTS], columns[EPS_ID], columns[T], policy.cost_gamma)
     return calibrate(predicted, realised, bins)
+
+
+def calibrate_cost_critic(policy: CostCriticAPI, columns: dict[str, Any]) -> float:
+    """Shifts ``policy``'s Q^c by its bias on a dataset (``columns`` as for ``dataset_calibration``), so that its mean
+    over the dataset's rows is the mean realised discounted cost-to-go: pessimism fitted to the data, in place of
+    whatever the critic's training left (docs/paper.md, "Calibrated Q^c"). Returns the shift; calibrating again
+    shifts by about 0."""
+    bias = dataset_calibration(policy, columns, bins=1).bias
+    policy.shift_cost(bias)
+    return bias

@@ -78,6 +78,9 @@ class CAPSPolicy(DeployedPolicy, CriticVariantsAPI, CostCriticAPI):
         critic_obs = self.module.critic_input(torch.as_tensor(np.asarray(obs, np.float32)), step)
         return self.module.cost_q(critic_obs, torch.as_tensor(np.asarray(actions, np.float32))).numpy()
 
+    def shift_cost(self, offset: float) -> None:
+        self.module.cost_offset += offset
+
     def evaluate_critics(self, dataset: Any, task: Any, thresholds: Sequence[float], episodes: int,
                          critics: Sequence[str], settings: FQESettings, *, seed: int = 0,
                          progress: bool = True) -> dict[str, dict[str, Any]]:

@@ -132,6 +132,9 @@ class DefaultCAPSTorchRLModule(OfflineTorchRLModule, DefaultCAPSRLModule):
         self.backbone = cfg.get("backbone", "iql")
         self.clamp_cost_q = bool(cfg.get("clamp_cost_q", False))
         self.head_selection = cfg.get("head_selection", "q_reward")  # checkpoints from before it: the paper's
+        # Subtracted from Q^c where the rule reads it (CAPSPolicy.shift_cost, a deployment-time calibration); not
+        # saved with the module state.
+        self.register_buffer("cost_offset", torch.zeros(()), persistent=False)
 
         std = "state" if self.backbone == "sacbc" else "learned" if cfg["learn_std"] else "fixed"
         self.actor = MultiHeadActor(obs_dim + int(self.actor_time), act_dim, hidden, self.num_heads,
@@ -203,9 +206,10 @@ class DefaultCAPSTorchRLModule(OfflineTorchRLModule, DefaultCAPSRLModule):
         return means, q_reward, q_cost
 
     def cost_q(self, critic_obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
-        """The pessimistic Q^c(s, a) in cost units: the larger twin (the switching rule's, before any clamp)."""
+        """The pessimistic Q^c(s, a) in cost units: the larger twin (the switching rule's, before any clamp), minus
+        ``cost_offset``."""
         qc1, qc2 = self.qc(critic_obs, actions)
-        return torch.max(self.cost_sign * qc1, self.cost_sign * qc2)
+        return torch.max(self.cost_sign * qc1, self.cost_sign * qc2) - self.cost_offset
 
     def switching_actions(self, obs: torch.Tensor, cost_spent: torch.Tensor, step: torch.Tensor,
                           cost_threshold: torch.Tensor | float, critics: CriticOverride | None = None
