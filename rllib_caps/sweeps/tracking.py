@@ -58,13 +58,15 @@ def tracking_callbacks(options: SweepOptions) -> list[Any]:
     """The Tune callbacks of the sweep's trackers, each set up (credentials, store, experiment) before any trial
     starts: a SweepError naming the flag when one cannot be."""
     callbacks = []
-    for flag, target, make in (("wandb", wandb_project, _wandb_callback), ("mlflow", mlflow_uri, _mlflow_callback)):
+    for flag, target, make, hint in (
+            ("wandb", wandb_project, _wandb_callback, f" ({WANDB_MODE}=offline logs without an account)"),
+            ("mlflow", mlflow_uri, _mlflow_callback, "")):
         if not getattr(options, flag):
             continue
         try:
             callback = make(options)
             callback.setup()
         except Exception as err:  # the libraries raise what their backends raise (ValueError, MlflowException, ...)
-            raise SweepError(f"--{flag} {target(options)}: {type(err).__name__}: {err}") from err
+            raise SweepError(f"--{flag} {target(options)}: {type(err).__name__}: {err}{hint}") from err
         callbacks.append(callback)
     return callbacks
