@@ -56,7 +56,8 @@ def test_callbacks_are_set_up_before_the_sweep(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setenv("WANDB_MODE", "offline")
     wandb_cb, mlflow_cb = tracking_callbacks(SweepOptions(name="sweep-a", wandb="proj", mlflow=uri))
     assert isinstance(wandb_cb, WandbLoggerCallback) and isinstance(mlflow_cb, MLflowLoggerCallback)
-    assert (wandb_cb.project, wandb_cb.group, wandb_cb.kwargs) == ("proj", "sweep-a", {"mode": "offline"})
+    assert (wandb_cb.project, wandb_cb.group) == ("proj", "sweep-a")
+    assert wandb_cb.kwargs == {"mode": "offline", "dir": str(Path("results").resolve() / "sweep-a")}
     experiment = mlflow.MlflowClient(uri).get_experiment_by_name("sweep-a")
     assert experiment.experiment_id == mlflow_cb.mlflow_util.experiment_id
     with pytest.raises(SweepError, match=r"--mlflow sqlite:////proc/no/mlflow.db: FileNotFoundError"):
@@ -114,7 +115,8 @@ def test_a_sweep_logs_each_trial_to_wandb_offline_and_mlflow(ray_address: str, t
     assert history["learners/default_policy/qr_loss"] == list(zip([1, 2], qr_loss, strict=True))
     assert history["evaluation/dsrl/thresholds/10/normalized_cost"] == list(zip([1, 2], kappa10, strict=True))
 
-    (run_dir,) = (record.trial_dir / "wandb").glob("offline-run-*")
+    trial_id = record.trial_dir.name.split("_seed0_")[1]
+    (run_dir,) = (tmp_path / "tracked" / "wandb").glob(f"offline-run-*-{trial_id}")
     records = _wandb_records(run_dir)
     (started,) = [r["run"] for r in records if r["type"] == "run"]
     assert (started["project"], started["run_group"], started["display_name"]) == \

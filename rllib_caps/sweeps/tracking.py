@@ -7,8 +7,11 @@ the training losses (``learners/default_policy/*_loss``), ``gradient_steps``, an
 (``evaluation/dsrl/thresholds/<κ>/...``) of the last iteration and of every ``--eval-every``. The sweep's name
 groups the runs: the W&B group, the MLflow experiment.
 
-W&B runs write into each trial directory (``wandb/``); ``WANDB_MODE=offline`` in the sweep's environment keeps
-them there (no network, no API key; ``wandb sync`` uploads them later), and is passed on to the logging actors.
+W&B runs are written into the experiment directory, ``STORAGE/NAME/wandb/offline-run-<time>-<trial id>/`` (the
+logging actors run on the driver's node and write there directly: a trial directory is Tune's local copy, synced
+at its own times, which could take a run before W&B has finished writing it). ``WANDB_MODE=offline`` in the
+sweep's environment keeps them there (no network, no API key; ``wandb sync`` uploads them later), and is passed
+on to the logging actors.
 MLflow logs from the driver to its tracking URI; without one, to ``sqlite:///STORAGE/mlflow.db``.
 """
 
@@ -42,7 +45,8 @@ def _wandb_callback(options: SweepOptions) -> Any:
     from ray.air.integrations.wandb import WandbLoggerCallback
 
     mode = os.environ.get(WANDB_MODE)  # the logging actors run in Ray workers, whose environment may lack it
-    return WandbLoggerCallback(project=wandb_project(options), group=options.name, **({"mode": mode} if mode else {}))
+    return WandbLoggerCallback(project=wandb_project(options), group=options.name, dir=str(options.experiment_dir),
+                               **({"mode": mode} if mode else {}))
 
 
 def _mlflow_callback(options: SweepOptions) -> Any:
