@@ -39,15 +39,21 @@ logger = logging.getLogger("rllib_caps.train")
 
 
 def train(config: Any, *, progress: bool = True) -> tuple[Any, dict[str, Any]]:
-    """Builds the algorithm and runs its ``num_iterations`` iterations; returns it and the last result."""
+    """Builds the algorithm and runs its ``num_iterations`` iterations, logging each evaluation during training
+    (``evaluation_every``); returns it and the last result."""
     algo = config.build_algo()
     with tqdm(total=config.num_iterations * config.updates_per_iteration, desc=f"{type(algo).__name__} {config.env}",
               unit="step", disable=not progress) as bar:
-        for _ in range(config.num_iterations):
+        for iteration in range(1, config.num_iterations + 1):
             result = algo.train()
             losses = result["learners"]["default_policy"]
             bar.set_postfix({k.removesuffix("_loss"): f"{v:.3g}" for k, v in losses.items() if k.endswith("_loss")})
             bar.update(config.updates_per_iteration)
+            evaluation = result.get("evaluation", {}).get(RESULTS_KEY)
+            if evaluation is not None and iteration < config.num_iterations:
+                logger.info("after %d gradient steps: normalised reward %.3f, cost %.3f (mean over κ %s)",
+                            iteration * config.updates_per_iteration, evaluation["mean"]["normalized_reward"],
+                            evaluation["mean"]["normalized_cost"], config.thresholds)
     return algo, result
 
 
@@ -93,6 +99,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help=f"gradient steps per RLlib iteration [{defaults_text('updates_per_iteration')}]")
     p.add_argument("--eval-episodes", type=int,
                    help=f"episodes per threshold, 0: skip evaluation [{defaults_text('eval_episodes')}]")
+    p.add_argument("--eval-every", type=number_type(integer=True, minimum=1), metavar="N",
+                   help="also evaluate every N gradient steps during training, logged (a multiple of "
+                        "--updates-per-iteration) [off: after the last step only]")
     p.add_argument("--eval-runners", type=int,
                    help=f"remote evaluation EnvRunners, 0: in-process [{defaults_text('eval_runners')}]")
     p.add_argument("--num-gpus", type=number_type(minimum=0), default=0.0,
@@ -108,7 +117,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 FLAGS = {"num_heads": "--heads", "num_gradient_steps": "--steps", "train_batch_size_per_learner": "--batch-size",
          "updates_per_iteration": "--updates-per-iteration", "hidden": "--hidden", "time_limit": "--time-limit",
-         "actor_time": "--actor-time", "cost_gamma": "--cost-gamma",
+         "actor_time": "--actor-time", "cost_gamma": "--cost-gamma", "evaluation_every": "--eval-every",
          "implementation": "--implementation", "backbone": "--backbone", "cost_limit": "--cost-limit"}
 
 
@@ -151,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
                                   time_limit=args.time_limit, actor_time=args.actor_time, cost_gamma=args.cost_gamma,
                                   hidden=args.hidden, batch_size=args.batch_size,
                                   updates_per_iteration=args.updates_per_iteration,
-                                  eval_episodes=args.eval_episodes, eval_runners=args.eval_runners)
+                                  eval_episodes=args.eval_episodes, eval_runners=args.eval_runners,
+                                  eval_every=args.eval_every)
             config.validate()
             # The temporary output directory exists (so --out is writable) before training starts; it becomes
             # --out when the block ends without an error.

@@ -8,6 +8,7 @@ print the paper's table.
     python -m rllib_caps.tune --config tune_configs/paper.yaml --name paper --resume   # after an interruption
     python -m rllib_caps.tune --search optuna --config tune_configs/optuna.yaml --tasks BallCircle
     python -m rllib_caps.tune --tasks bullet --prepare --config tune_configs/paper.yaml   # fetch missing data first
+    WANDB_MODE=offline python -m rllib_caps.tune --config tune_configs/quickstart.yaml --wandb --mlflow --eval-every 500
 
 The work is done in ``rllib_caps.sweeps`` (options, trials, resources, runner, search) and
 ``rllib_caps.report``; this module is the command line.
@@ -29,6 +30,7 @@ from rllib_caps.report.records import REPORT_DIR, load_trials
 from rllib_caps.sweeps.grid import describe_grid
 from rllib_caps.sweeps.options import SweepError, SweepOptions, option_type, resolve_options
 from rllib_caps.sweeps.runner import check_experiment_dir, run_sweep, start_ray
+from rllib_caps.sweeps.tracking import DEFAULT_WANDB_PROJECT, MLFLOW_DB, SQLITE
 from rllib_caps.sweeps.trials import missing_datasets, missing_datasets_message
 from rllib_caps.utils.atomic import OutputNotWritableError
 from rllib_caps.utils.checks import check_writable, seed_type
@@ -122,6 +124,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     g.add_argument("--eval-runners", type=option_type("eval_runners"),
                    help="remote evaluation EnvRunners per trial, 0: in the trial "
                    "process (overrides training.eval_runners)")
+    g.add_argument("--eval-every", type=option_type("eval_every"), metavar="N",
+                   help="also evaluate every N gradient steps during training (a multiple of updates_per_iteration; "
+                   "overrides training.eval_every), for the report's learning curves [off: the last iteration only]")
     g.add_argument("--dry-run", action="store_true", default=None,
                    help="print the planned grid (algorithms × tasks × seeds × K or κ) and its trial count; run nothing")
     g.add_argument("--cost-limits", action=argparse.BooleanOptionalAction, default=None,
@@ -138,6 +143,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     g.add_argument("--resume", action="store_true", default=None,
                    help="continue the interrupted experiment STORAGE/NAME: finished trials are kept, unfinished "
                         "and errored ones continue from their last checkpoint")
+    g = p.add_argument_group("tracking (one run per trial, grouped by --name; docs/sweeps.md)")
+    g.add_argument("--wandb", nargs="?", const=True, metavar="PROJECT",
+                   help=f"log every trial to Weights & Biases, project PROJECT [{DEFAULT_WANDB_PROJECT}]; with "
+                        "WANDB_MODE=offline the runs stay in the trial directories (no network or API key)")
+    g.add_argument("--mlflow", nargs="?", const=True, metavar="URI",
+                   help=f"log every trial to MLflow at tracking URI URI [{SQLITE}STORAGE/{MLFLOW_DB}]")
     g = p.add_argument_group("search")
     g.add_argument("--search", choices=("optuna",), help="Optuna over awr_beta (β) and the K-2 middle λ_k, per task "
                    "and K; each sample runs every seed; best parameters go to STORAGE/NAME/best_params.yaml")

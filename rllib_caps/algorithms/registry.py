@@ -21,10 +21,11 @@ SETTING_ALIASES = {
     "batch_size": "train_batch_size_per_learner",
     "eval_episodes": "evaluation_duration",
     "eval_runners": "evaluation_num_env_runners",
+    "eval_every": "evaluation_every",
     "thresholds": "evaluation_thresholds",
     "compile": "torch_compile_learner",
 }
-EVALUATION_SETTINGS = ("evaluation_duration", "evaluation_num_env_runners", "evaluation_thresholds")
+EVALUATION_SETTINGS = ("evaluation_duration", "evaluation_num_env_runners", "evaluation_thresholds", "evaluation_every")
 FRAMEWORK_SETTINGS = ("torch_compile_learner",)  # opt-in torch.compile of the learner's forward_train
 
 
@@ -230,7 +231,8 @@ def build_config(algo: str, task: str, data: str | Path, *, seed: int = 0, num_l
 
     ``settings`` are config attributes or their friendly names (``SETTING_ALIASES``); only those given
     (not None) are set, so everything else keeps the config class's default. ``eval_episodes=0`` trains
-    without evaluation; otherwise the last of ``num_iterations`` iterations evaluates at every threshold.
+    without evaluation; otherwise the last of ``num_iterations`` iterations evaluates at every threshold, and with
+    ``eval_every`` also every that many gradient steps (a multiple of ``updates_per_iteration``).
     """
     from rllib_caps.data import parquet_files
 
@@ -252,4 +254,6 @@ def build_config(algo: str, task: str, data: str | Path, *, seed: int = 0, num_l
     episodes = evaluation.pop("evaluation_duration", config.evaluation_duration)
     config.evaluation(evaluation_duration=max(episodes, 1), **evaluation).apply_smoke_test_limits()
     config.updates_per_iteration = min(config.updates_per_iteration, config.num_gradient_steps)
-    return config.evaluation(evaluation_interval=config.num_iterations if episodes > 0 else None)
+    if episodes == 0 and config.evaluation_every is not None:
+        raise ValueError(f"evaluation_every {config.evaluation_every} needs evaluation episodes; eval_episodes is 0")
+    return config.evaluation(evaluation_interval=config.evaluation_iterations if episodes > 0 else None)

@@ -7,5 +7,6 @@ COST_SPENT = "cost_spent"  # c_<t: undiscounted cost incurred so far in the epis
 STEP = "step"  # t: 0-based step index within the episode
 HEAD = "head"  # extra model output: which policy head acted (0 for single-policy algorithms)
 RESULTS_KEY = "dsrl"  # evaluation/dsrl/...: the DSRL-scored results per threshold (rllib_caps.core.evaluation)
+GRADIENT_STEPS = "gradient_steps"  # a sweep trial's result: gradient steps trained so far (learning curves' x)
 EVALUATION_FILE = "evaluation.json"  # in a checkpoint of the train CLI: its evaluation/dsrl results
 TIME_LIMITS = ("bootstrap", "terminal", "time_aware")  # how critics treat time-outs (rllib_caps.core.time_limit)

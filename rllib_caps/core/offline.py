@@ -21,7 +21,13 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.offline.offline_data import OfflineData
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.checkpoints import Checkpointable
-from ray.rllib.utils.metrics import LEARNER_RESULTS, LEARNER_UPDATE_TIMER, NUM_ENV_STEPS_TRAINED_LIFETIME, TIMERS
+from ray.rllib.utils.metrics import (
+    EVALUATION_RESULTS,
+    LEARNER_RESULTS,
+    LEARNER_UPDATE_TIMER,
+    NUM_ENV_STEPS_TRAINED_LIFETIME,
+    TIMERS,
+)
 
 from rllib_caps.core.budget_connector import CostBudget
 from rllib_caps.core.evaluation import evaluate_at_thresholds
@@ -55,7 +61,9 @@ class OfflineSafeConfig(ConfigHooks, AlgorithmConfig):
             ``torch.set_float32_matmul_precision``). CPU learners always compute in fp32.
 
     Evaluation (``.evaluation(...)``) rolls out the policy at each of ``evaluation_thresholds`` (default: the
-    task's three DSRL thresholds) for ``evaluation_duration`` episodes each.
+    task's three DSRL thresholds) for ``evaluation_duration`` episodes each, after the last iteration and, with
+    ``evaluation_every`` (gradient steps, a multiple of ``updates_per_iteration``), also during training: RLlib's
+    ``evaluation_interval`` is then ``evaluation_iterations`` (``registry.build_config`` sets it).
     """
 
     def __init__(self, algo_class: type | None = None) -> None:
@@ -69,6 +77,7 @@ class OfflineSafeConfig(ConfigHooks, AlgorithmConfig):
         self.captured_step: bool | str = "auto"
         self.matmul_precision = "highest"
         self.evaluation_thresholds: list[float] | None = None
+        self.evaluation_every: int | None = None  # gradient steps between evaluations in training; None: the end only
         # RLlib settings that differ for offline safe RL.
         self.gamma = 0.99
         self.lr = None
@@ -106,11 +115,9 @@ class OfflineSafeConfig(ConfigHooks, AlgorithmConfig):
 
     @override(AlgorithmConfig)
     def evaluation(self, *, evaluation_thresholds: list[float] | None = NotProvided,
-                   **kwargs: Any) -> OfflineSafeConfig:
+                   evaluation_every: int | None = NotProvided, **kwargs: Any) -> OfflineSafeConfig:
         super().evaluation(**kwargs)
-        if evaluation_thresholds is not NotProvided:
-            self.evaluation_thresholds = evaluation_thresholds
-        return self
+        return self.set_provided(locals())
 
     @property
     def task(self) -> TaskSpec | None:
@@ -124,6 +131,22 @@ class OfflineSafeConfig(ConfigHooks, AlgorithmConfig):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         return math.ceil(self.num_gradient_steps / self.updates_per_iteration)
+
+    @property
+    def evaluation_iterations(self) -> int:
+        """Iterations between evaluations (RLlib's ``evaluation_interval``): ``evaluation_every`` gradient steps in
+        iterations of ``updates_per_iteration``, or without it ``num_iterations`` (the last one only). The last
+        iteration evaluates in either case (``OfflineSafeAlgorithm.step``)."""
+        every = self.evaluation_every
+        if every is None:
+            return self.num_iterations
+        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+            raise ValueError(f"evaluation_every must be a whole number of gradient steps >= 1, got {every!r}")
+        if every % self.updates_per_iteration:
+            raise ValueError(f"evaluation_every {every} is not a multiple of updates_per_iteration "
+                             f"{self.updates_per_iteration}: evaluation runs between iterations of "
+                             f"{self.updates_per_iteration} gradient steps")
+        return every // self.updates_per_iteration
 
     @property
     def num_policy_heads(self) -> int:
@@ -182,6 +205,10 @@ class OfflineSafeConfig(ConfigHooks, AlgorithmConfig):
         if (self.evaluation_config or {}).get("num_envs_per_env_runner", self.num_envs_per_env_runner) > 1:
             self.config_error("evaluation needs num_envs_per_env_runner = 1: with several envs per runner, "
                               "sample(num_episodes=N) favours short episodes and biases the cost")
+        try:
+            self.evaluation_iterations  # noqa: B018  (raises for an evaluation_every that is not whole iterations)
+        except ValueError as err:
+            self.config_error(str(err))
         if self.captured_step not in CAPTURED_STEP_SETTINGS:
             self.config_error(f"captured_step must be one of {CAPTURED_STEP_SETTINGS}, got {self.captured_step!r}")
         if self.matmul_precision not in MATMUL_PRECISIONS:
@@ -273,6 +300,20 @@ class OfflineSafeAlgorithm(Algorithm):
         module = self.config.get_rl_module_spec(module_id=module_id).build()
         module.set_state(self.learner_group.get_weights(module_ids=[module_id])[module_id])
         return module
+
+    @override(Algorithm)
+    def step(self) -> dict[str, Any]:
+        """RLlib's iteration: training, then evaluation every ``evaluation_interval`` iterations, and here also
+        after the last of ``num_iterations`` where the interval does not land on it (``evaluation_every``). RLlib
+        carries an evaluation's metrics over into the results of the iterations after it; they are dropped, so a
+        result has ``evaluation`` exactly when its iteration evaluated."""
+        results = super().step()
+        iteration, interval = self.iteration + 1, self.config.evaluation_interval  # ``iteration`` counts after step
+        if not interval or (iteration % interval and iteration != self.config.num_iterations):
+            results.pop(EVALUATION_RESULTS, None)
+        elif iteration % interval:
+            results[EVALUATION_RESULTS] = self.evaluate()
+        return results
 
     @override(Algorithm)
     def training_step(self) -> None:

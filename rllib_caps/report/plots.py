@@ -4,7 +4,9 @@
   as small points, the safety line at cost 1;
 - ``plot_kappa``: normalised reward (solid) and cost (dashed) as functions of the cost limit κ;
 - ``plot_head_usage``: the fraction of steps each head acted, per configuration and κ;
-- ``plot_calibration``: a cost critic's predicted against realised cost-to-go on its dataset (``core.calibration``).
+- ``plot_calibration``: a cost critic's predicted against realised cost-to-go on its dataset (``core.calibration``);
+- ``plot_learning_curves``: one task's training losses and evaluations during training against gradient steps,
+  one thin line per seed and a thick one for their mean (``report.curves``).
 """
 
 from __future__ import annotations
@@ -21,11 +23,13 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after selecting the backend)
 import numpy as np  # noqa: E402
+from matplotlib.ticker import NullFormatter  # noqa: E402
 
 from rllib_caps.algorithms.registry import ALGORITHMS  # noqa: E402
 
 if TYPE_CHECKING:
     from rllib_caps.core.calibration import Calibration
+    from rllib_caps.report.curves import Curve, Series
     from rllib_caps.report.records import TrialRecord
     from rllib_caps.report.tables import Row
 
@@ -176,3 +180,58 @@ def plot_calibration(calibration: Calibration, path: Path, title: str) -> None:
     ax.legend(fontsize="small", loc="upper left")
     ax.grid(alpha=0.3)
     _save(fig, path, title)
+
+
+def _log_scale(series: Sequence[Series]) -> bool:
+    """A log axis for values that are all positive and span at least two decades (critic losses early on)."""
+    values = np.array([v for _, vs in series for v in vs], dtype=float)
+    values = values[np.isfinite(values)]
+    return values.size > 0 and values.min() > 0 and values.max() >= 100 * values.min()
+
+
+def _learning_panels(lines: dict[str, list[Curve]]) -> dict[str, Any]:
+    """Panel title -> how to get a curve's series in it: with evaluations during training the normalised reward
+    and cost, then each loss by name."""
+    panels: dict[str, Any] = {}
+    if any(c.evaluated_during_training for curves in lines.values() for c in curves):
+        panels["normalised reward"] = lambda c: c.reward
+        panels["normalised cost"] = lambda c: c.cost
+    names = sorted({name for curves in lines.values() for c in curves for name in c.losses})
+    return panels | {name.replace("_", " "): (lambda c, n=name: c.losses.get(n)) for name in names}
+
+
+def plot_learning_curves(task: str, lines: dict[str, list[Curve]], path: Path) -> None:
+    """One task's learning curves: a panel per training loss and, where evaluation ran during training, for the
+    normalised reward and cost (dotted: cost 1), against gradient steps; per line (configuration) a thin line per
+    seed and a thick one for the mean over seeds (``report.curves.seed_mean``)."""
+    from rllib_caps.report.curves import seed_mean
+
+    panels = _learning_panels(lines)
+    fig, axes = _panels(list(panels), width=3.4, height=2.6, max_cols=3)
+    colours = plt.get_cmap("tab10")
+    for title, get in panels.items():
+        ax = axes[title]
+        for i, (label, curves) in enumerate(lines.items()):
+            series = [s for s in map(get, curves) if s and s[0]]
+            colour = colours(i % 10)
+            for steps, values in series:
+                ax.plot(steps, values, color=colour, linewidth=0.8, alpha=0.35)
+            if series:
+                steps, values = seed_mean(series)
+                ax.plot(steps, values, color=colour, linewidth=2.2, label=label,
+                        marker="o" if title.startswith("normalised") else None, markersize=3)
+        if title == "normalised cost":
+            ax.axhline(1.0, color="tab:red", linewidth=1, linestyle=":")
+        if _log_scale([s for curves in lines.values() for s in map(get, curves) if s]):
+            ax.set_yscale("log")
+            ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.set_title(title)
+        ax.set_xlabel("gradient steps")
+        ax.set_xlim(left=0)
+        ax.grid(alpha=0.3)
+        ax.ticklabel_format(axis="x", style="sci", scilimits=(-3, 4))
+    handles, labels = next(iter(axes.values())).get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=min(4, len(labels)), bbox_to_anchor=(0.5, 0.0),
+               frameon=False)  # below the panels: the saved figure's tight box takes it in
+    seeds = max(len(curves) for curves in lines.values())
+    _save(fig, path, f"{task}: learning curves ({seeds} seed(s): thin lines; mean over seeds: thick)")

@@ -15,6 +15,8 @@ EXPERIMENT_DIR/report/ atomically:
 - ``ablation_<axis>.{md,csv,tex}`` for every ablation axis the sweep varies (K, actors, backbone, critics;
   ``rllib_caps.report.ablations``): mean ± 95% CI over seeds per task, with safe marks.
 - ``reward_cost.png``, ``kappa.png``, ``head_usage.png`` (see ``rllib_caps.report.plots``).
+- ``learning_<Task>.png`` per task: training losses and the evaluations during training (``--eval-every``)
+  against gradient steps, per seed and their mean (``rllib_caps.report.curves``).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from rllib_caps.report.cost_limits import (
     evaluate_cost_limits,
     format_cost_limits,
 )
+from rllib_caps.report.curves import load_curves
 from rllib_caps.report.records import REPORT_DIR, ReportError, load_trials
 from rllib_caps.report.tables import MainTable, format_csv, format_latex, format_markdown, summarize
 from rllib_caps.utils.atomic import OutputExistsError, OutputNotWritableError, atomic_directory
@@ -76,7 +79,7 @@ def write_report(experiment_dir: str | Path, *, out: str | Path | None = None, f
     """Writes the tables and plots into ``out`` (default EXPERIMENT_DIR/report, which is always rewritten)
     atomically; an existing ``out`` elsewhere is replaced only with ``force``, and one that cannot be written is
     refused before any work. ``verify=False`` loads the cost-limit checkpoints without their manifest check."""
-    from rllib_caps.report.plots import plot_head_usage, plot_kappa, plot_reward_cost
+    from rllib_caps.report.plots import plot_head_usage, plot_kappa, plot_learning_curves, plot_reward_cost
 
     experiment_dir = Path(experiment_dir).resolve()
     if not experiment_dir.is_dir():
@@ -116,6 +119,8 @@ def write_report(experiment_dir: str | Path, *, out: str | Path | None = None, f
             plot_reward_cost(table.rows, tmp / "reward_cost.png")
             plot_kappa(table.rows, deployed if cost_limits else records, evaluations, tmp / "kappa.png")
             plot_head_usage(table.rows, tmp / "head_usage.png")
+            for task, lines in load_curves(deployed).items():
+                plot_learning_curves(task, lines, tmp / f"learning_{task}.png")
     except OutputExistsError as err:
         raise ReportError(str(err)) from err
     return Report(markdown=markdown, out_dir=out_dir, unfinished=unfinished)

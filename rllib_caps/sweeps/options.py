@@ -30,9 +30,13 @@ NUMBERS: dict[str, dict[str, Any]] = {
     "num_gpus": {"minimum": 0}, "gpus_per_trial": {"minimum": 0}, "cpus_per_trial": {"positive": True},
     "max_concurrent": {"integer": True, "minimum": 1}, "max_failures": {"integer": True, "minimum": -1},
     "checkpoint_every": {"integer": True, "minimum": 1}, "num_samples": {"integer": True, "minimum": 1},
+    "eval_every": {"integer": True, "minimum": 1},
 }
 TRAINING_NUMBERS = {f"training.{key}": NUMBERS.get(key, {"integer": True, "minimum": 1})
-                    for key in ("steps", "eval_episodes", "eval_runners", "batch_size", "updates_per_iteration")}
+                    for key in ("steps", "eval_episodes", "eval_runners", "eval_every", "batch_size",
+                                "updates_per_iteration")}
+# Tracking options (rllib_caps.sweeps.tracking): what each names, or True for its default.
+TRACKERS = {"wandb": "a W&B project name", "mlflow": "an MLflow tracking URI"}
 
 
 def option_type(key: str) -> Callable[[str], int | float]:
@@ -63,6 +67,7 @@ class SweepOptions:
     eval_episodes: int | None = None  # overrides training.eval_episodes
     eval_runners: int | None = None  # overrides training.eval_runners
     time_limit: str | None = None  # overrides training.time_limit
+    eval_every: int | None = None  # overrides training.eval_every: also evaluate every N gradient steps in training
     num_gpus: float = 0.0
     gpus_per_trial: float | None = None
     cpus_per_trial: float = 1.0
@@ -75,6 +80,8 @@ class SweepOptions:
     resume: bool = False
     verify: bool = True  # False (--no-verify, command line only): datasets without checksums are used, logged
     dry_run: bool = False  # print the planned grid and its trial count, run nothing
+    wandb: str | bool | None = None  # W&B project of one run per trial (True: the default project)
+    mlflow: str | bool | None = None  # MLflow tracking URI of one run per trial (True: SQLite beside the results)
     cost_limits: bool | None = None  # the report's cost-limit table; None: when an algorithm takes κ at deployment
     prepare: str | None = None  # fetch and convert missing datasets first: hf, a directory or a URL prefix
     search: str | None = None
@@ -102,9 +109,10 @@ class SweepOptions:
         return any(get_algorithm(name).threshold_at_deployment for name in self.algos)
 
     def training_settings(self) -> dict[str, Any]:
-        """The YAML ``training`` mapping with the --steps/--eval-episodes/--eval-runners/--time-limit overrides."""
+        """The YAML ``training`` mapping with the --steps/--eval-episodes/--eval-runners/--eval-every/--time-limit
+        overrides."""
         flags = {"steps": self.steps, "eval_episodes": self.eval_episodes, "eval_runners": self.eval_runners,
-                 "time_limit": self.time_limit}
+                 "eval_every": self.eval_every, "time_limit": self.time_limit}
         return {**self.training, **{k: v for k, v in flags.items() if v is not None}}
 
 
@@ -163,6 +171,10 @@ def check_options(options: SweepOptions, source: str) -> None:
             raise SweepError(f"{_where(source, key)} {value}: a URI is not supported; the sweep reads results and "
                              "datasets as local files, so mount the bucket on every node (e.g. s3fs, gcsfuse) and "
                              "pass the mount path (docs/sweeps.md, Several machines)")
+    for key, what in TRACKERS.items():
+        value = getattr(options, key)
+        if not (value is None or isinstance(value, bool) or (isinstance(value, str) and value.strip())):
+            raise SweepError(f"{_where(source, key)} must be {what} or true (the default), got {value!r}")
     for key in ("training", "overrides"):
         if not isinstance(getattr(options, key), dict):
             raise SweepError(f"{_where(source, key)} must be a mapping, got {getattr(options, key)!r}")

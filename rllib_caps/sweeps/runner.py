@@ -17,6 +17,7 @@ from rllib_caps.sweeps.grid import describe_grid, grid_variants
 from rllib_caps.sweeps.options import SweepError, SweepOptions
 from rllib_caps.sweeps.resources import TrialResources, plan_resources
 from rllib_caps.sweeps.state_backup import low_space_message, repair_state, state_backup
+from rllib_caps.sweeps.tracking import tracking_callbacks
 from rllib_caps.sweeps.trials import (
     dataset_dir,
     describe_trial,
@@ -63,8 +64,8 @@ def check_trials(options: SweepOptions, tasks: Sequence[TaskSpec], setup: Mappin
             config = trial_config(trial)
             config.validate()
         except (TypeError, ValueError) as err:
-            raise SweepError(f"{describe_trial(trial)}: invalid training settings (--config training/overrides, or an "
-                             f"axis flag: --heads, --backbones, --actors): {err}") from err
+            raise SweepError(f"{describe_trial(trial)}: invalid training settings (--config training/overrides, or a "
+                             f"flag: --steps, --eval-every, --heads, --backbones, --actors): {err}") from err
         if config.evaluation_interval is None:
             raise SweepError("training.eval_episodes (--eval-episodes) must be >= 1: a trial's score is its "
                              "evaluation")
@@ -93,7 +94,8 @@ def _trial_name(trial: Any) -> str:
 
 def run_experiment(options: SweepOptions, experiment_dir: Path, param_space: dict[str, Any], *,
                    concurrency: int, resume: bool, search_alg: Any = None, num_samples: int = 1) -> Any:
-    """Runs (or with ``resume``, continues) one Tune experiment of trials; returns the ResultGrid."""
+    """Runs (or with ``resume``, continues) one Tune experiment of trials, logged to the sweep's trackers
+    (``rllib_caps.sweeps.tracking``; a resumed experiment keeps those it started with); returns the ResultGrid."""
     from ray import tune
 
     trainable = trial_class()
@@ -121,7 +123,7 @@ def run_experiment(options: SweepOptions, experiment_dir: Path, param_space: dic
                 failure_config=tune.FailureConfig(max_failures=options.max_failures),
                 checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=options.checkpoint_every,
                                                         checkpoint_at_end=True, num_to_keep=2),
-                callbacks=[trial_logger(), state_backup(experiment_dir)], verbose=1,
+                callbacks=[trial_logger(), state_backup(experiment_dir), *tracking_callbacks(options)], verbose=1,
             ),
         )
     with tune_stops_on_interrupt() as interrupt:

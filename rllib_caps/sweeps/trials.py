@@ -7,8 +7,9 @@ Repeater), the optional ``search`` values and the sweep-wide ``setup``; a grid s
 algorithm, so trials of different algorithms share one Tune experiment and pack on the same CPUs/GPUs. The
 last training iteration
 evaluates at the task's thresholds and ends the trial; every result carries top-level
-``normalized_reward``, ``normalized_cost``, ``safe`` and ``objective`` (NaN before that evaluation), so
-Tune's strict metric check and searchers see them in every result.
+``normalized_reward``, ``normalized_cost``, ``safe`` and ``objective`` (NaN before that evaluation; evaluations
+during training, ``eval_every``, are under ``evaluation/dsrl`` only), so Tune's strict metric check and searchers
+see them in every result, and ``gradient_steps``, the gradient steps trained so far.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from rllib_caps.algorithms.registry import (
     get_algorithm,
 )
 from rllib_caps.core.critic_variants import FQESettings
-from rllib_caps.core.keys import RESULTS_KEY
+from rllib_caps.core.keys import GRADIENT_STEPS, RESULTS_KEY
 from rllib_caps.core.rollout import episode_seed
 from rllib_caps.data.schema import DATA_DIR
 from rllib_caps.envs import TaskSpec, get_task
@@ -197,8 +198,9 @@ def _define_trial_class() -> type:
 
         def step(self) -> dict[str, Any]:
             result = self.algorithm.train()
-            metrics = sweep_metrics(result.get(EVALUATION_RESULTS, {}).get(RESULTS_KEY))
             done = self.iteration + 1 >= self._iterations
+            metrics = sweep_metrics(result.get(EVALUATION_RESULTS, {}).get(RESULTS_KEY) if done else None)
+            metrics[GRADIENT_STEPS] = (self.iteration + 1) * self.algorithm.config.updates_per_iteration
             if done and self._critics != ["offline"]:
                 metrics[CRITIC_RESULTS] = critic_evaluations(self._entry, self.algorithm, self._critics,
                                                                        self._fqe_steps)

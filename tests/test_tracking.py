@@ -1,0 +1,130 @@
+"""Experiment tracking through Tune's W&B and MLflow callbacks: the options and callbacks (fast), and a one-trial
+sweep logged to both offline, read back with each library's own reader: ``mlflow.search_runs`` and
+``MlflowClient.get_metric_history`` on the SQLite store, ``wandb leet inspect --json`` on the offline run's
+``.wandb`` transaction log (slow)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rllib_caps.report import load_trials
+from rllib_caps.report.curves import losses_of
+from rllib_caps.sweeps.options import SweepError, SweepOptions, resolve_options
+from rllib_caps.sweeps.tracking import DEFAULT_WANDB_PROJECT, mlflow_uri, tracking_callbacks, wandb_project
+from rllib_caps.tune import parse_args
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY_TRAINING = {"steps": 60, "updates_per_iteration": 30, "hidden": [16, 16], "batch_size": 32, "eval_episodes": 1}
+
+
+# ------------------------------------------------------------------------------------------------ fast
+
+def test_tracking_flags_and_yaml_keys(tmp_path: Path) -> None:
+    options = resolve_options(parse_args(["--wandb", "--mlflow", "--storage", str(tmp_path)]))
+    assert (options.wandb, options.mlflow) == (True, True)
+    assert wandb_project(options) == DEFAULT_WANDB_PROJECT
+    assert mlflow_uri(options) == f"sqlite:///{tmp_path / 'mlflow.db'}"
+    options = resolve_options(parse_args(["--wandb", "mine", "--mlflow", "sqlite:///elsewhere.db"]))
+    assert (wandb_project(options), mlflow_uri(options)) == ("mine", "sqlite:///elsewhere.db")
+    assert tracking_callbacks(resolve_options(parse_args([]))) == []
+    config = tmp_path / "tracked.yaml"
+    config.write_text(yaml.safe_dump({"wandb": "from-yaml", "mlflow": True}))
+    options = resolve_options(parse_args(["--config", str(config)]))
+    assert (options.wandb, options.mlflow) == ("from-yaml", True)
+    for value in (3, "", ["a"]):
+        config.write_text(yaml.safe_dump({"mlflow": value}))
+        with pytest.raises(SweepError, match=r"tracked.yaml: mlflow must be an MLflow tracking URI or true"):
+            resolve_options(parse_args(["--config", str(config)]))
+
+
+def test_callbacks_are_set_up_before_the_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """MLflow: the experiment named after the sweep exists in the store before any trial; W&B: the run settings
+    carry the project, the sweep's name as group and the driver's WANDB_MODE; without it and without an API key,
+    a SweepError naming the flag."""
+    import mlflow
+    from ray.air.integrations.mlflow import MLflowLoggerCallback
+    from ray.air.integrations.wandb import WandbLoggerCallback
+
+    uri = f"sqlite:///{tmp_path / 'new' / 'dir' / 'mlflow.db'}"
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    wandb_cb, mlflow_cb = tracking_callbacks(SweepOptions(name="sweep-a", wandb="proj", mlflow=uri))
+    assert isinstance(wandb_cb, WandbLoggerCallback) and isinstance(mlflow_cb, MLflowLoggerCallback)
+    assert (wandb_cb.project, wandb_cb.group) == ("proj", "sweep-a")
+    assert wandb_cb.kwargs == {"mode": "offline", "dir": str(Path("results").resolve() / "sweep-a")}
+    experiment = mlflow.MlflowClient(uri).get_experiment_by_name("sweep-a")
+    assert experiment.experiment_id == mlflow_cb.mlflow_util.experiment_id
+    with pytest.raises(SweepError, match=r"--mlflow sqlite:////proc/no/mlflow.db: FileNotFoundError"):
+        tracking_callbacks(SweepOptions(mlflow="sqlite:////proc/no/mlflow.db"))
+    monkeypatch.delenv("WANDB_MODE")
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc login either
+    with pytest.raises(SweepError, match=r"--wandb proj: ValueError: No WandB API key found.*WANDB_MODE=offline"):
+        tracking_callbacks(SweepOptions(wandb="proj"))
+
+
+# ------------------------------------------------------------------------------------------------ slow
+
+def _wandb_records(run_dir: Path) -> list[dict]:
+    """The records of an offline W&B run's ``.wandb`` log, through wandb's own reader."""
+    done = subprocess.run([sys.executable, "-m", "wandb", "leet", "inspect", "--json", str(run_dir)],
+                          capture_output=True, text=True, check=True, timeout=120)
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_sweep_logs_each_trial_to_wandb_offline_and_mlflow(ray_address: str, tmp_path: Path) -> None:
+    """One trial (2 iterations, evaluated after each: --eval-every 30) with --wandb and --mlflow: one run per trial,
+    named as the trial, grouped by the sweep's name, with the trial's variant as config, every iteration's losses
+    and the per-κ evaluations, equal to the trial's result.json; the report draws its learning curves."""
+    import mlflow
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    command = [sys.executable, "-m", "rllib_caps.tune", "--tasks", "BallCircle", "--seeds", "0", "--data-root",
+               str(ROOT / "datasets"), "--storage", str(tmp_path), "--name", "tracked", "--address", ray_address,
+               "--no-cost-limits", "--eval-every", "30", "--wandb", "rllib-caps-test", "--mlflow", uri]
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml.safe_dump({"training": TINY_TRAINING}))
+    env = {**os.environ, "WANDB_MODE": "offline"}  # the shared Ray's workers do not have it: passed on as mode
+    env.pop("WANDB_API_KEY", None)
+    done = subprocess.run([*command, "--config", str(config)], capture_output=True, text=True, cwd=ROOT, env=env,
+                          check=False, timeout=500)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (record,), _ = load_trials(tmp_path / "tracked")
+    results = [json.loads(line) for line in (record.trial_dir / "result.json").read_text().splitlines()]
+    assert [r["gradient_steps"] for r in results] == [30, 60] and all("evaluation" in r for r in results)
+    kappa10 = [r["evaluation"]["dsrl"]["thresholds"]["10"]["normalized_cost"] for r in results]
+    qr_loss = [losses_of(r)["qr_loss"] for r in results]
+
+    mlflow.set_tracking_uri(uri)
+    (_, run), = mlflow.search_runs(experiment_names=["tracked"]).iterrows()
+    assert (run["status"], run["tags.mlflow.runName"]) == ("FINISHED", record.trial_dir.name)
+    assert (run["params.variant/algo"], run["params.variant/task"], run["params.variant/heads"], run["params.seed"]) \
+        == ("caps", "BallCircle", "2", "0")
+    assert run["metrics.normalized_reward"] == record.evaluation["mean"]["normalized_reward"]
+    client = mlflow.MlflowClient(uri)
+    history = {key: [(m.step, m.value) for m in client.get_metric_history(run["run_id"], key)]
+               for key in ("learners/default_policy/qr_loss", "evaluation/dsrl/thresholds/10/normalized_cost")}
+    assert history["learners/default_policy/qr_loss"] == list(zip([1, 2], qr_loss, strict=True))
+    assert history["evaluation/dsrl/thresholds/10/normalized_cost"] == list(zip([1, 2], kappa10, strict=True))
+
+    trial_id = record.trial_dir.name.split("_seed0_")[1]
+    (run_dir,) = (tmp_path / "tracked" / "wandb").glob(f"offline-run-*-{trial_id}")
+    records = _wandb_records(run_dir)
+    (started,) = [r["run"] for r in records if r["type"] == "run"]
+    assert (started["project"], started["run_group"], started["display_name"]) == \
+        ("rllib-caps-test", "tracked", record.trial_dir.name)
+    assert started["config"]["update"]["variant"] == {"algo": "caps", "task": "BallCircle", "heads": 2,
+                                                      "backbone": "iql", "actor": "shared"}
+    history = [r["history"]["item"] for r in records if r["type"] == "history"]
+    assert [h["training_iteration"] for h in history] == [1, 2]
+    assert [h["learners/default_policy/qr_loss"] for h in history] == pytest.approx(qr_loss)
+    assert [h["evaluation/dsrl/thresholds/10/normalized_cost"] for h in history] == pytest.approx(kappa10)
+    assert (tmp_path / "tracked" / "report" / "learning_BallCircle.png").stat().st_size > 10_000
