@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import pickle
 import shutil
 import time
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rllib_caps.sweeps.options import SweepError
+from rllib_caps.utils.atomic import atomic_file
 
 logger = logging.getLogger("rllib_caps.tune")
 
@@ -58,12 +58,10 @@ def back_up_state(experiment_dir: Path) -> bool:
     if not state or None in state.values() or state == _read_backup(experiment_dir):
         return True
     backup = experiment_dir / BACKUP_FILE
-    partial = backup.with_name(backup.name + ".partial")
     try:
-        partial.write_bytes(pickle.dumps(state))
-        os.replace(partial, backup)
+        with atomic_file(backup) as tmp:
+            tmp.write_bytes(pickle.dumps(state))
     except OSError as err:
-        partial.unlink(missing_ok=True)
         logger.warning("%s: could not keep a copy of Tune's state (%s)", backup, err.strerror or err)
         return False
     return True
