@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import pickle
 import re
 import shutil
@@ -192,15 +193,54 @@ def test_tunes_state_is_kept_while_complete_and_put_back_when_truncated(tmp_path
     state, search = experiment / "experiment_state-1.json", experiment / "basic-variant-state-1.json"
     state.write_text(json.dumps({"trial_data": [1]}))
     search.write_bytes(pickle.dumps({"generated": 1}))
-    assert back_up_state(experiment)
+    assert back_up_state(experiment) is not None
     state.write_text(json.dumps({"trial_data": [1, 2]}))
     search.write_bytes(pickle.dumps({"generated": 2})[:-3])  # truncated: the pair is not kept
-    assert back_up_state(experiment)
+    assert back_up_state(experiment) is not None
     state.write_text('{"trial_data": [1, 2, 3')  # truncated, as a full disk leaves it
     assert repair_state(experiment) == [search, state]
     assert json.loads(state.read_text()) == {"trial_data": [1]} and pickle.loads(search.read_bytes()) == {
         "generated": 1}  # both from the same moment
     assert repair_state(experiment) == []  # nothing damaged: nothing to do
+
+
+def test_the_checkpoints_a_kept_state_names_are_put_back_after_tune_rotated_them_out(tmp_path: Path) -> None:
+    """The copy of Tune's state keeps hard links to the checkpoints saved by then; ``repair_state`` puts back
+    those Tune deleted since. Links to checkpoints already gone at one copy are dropped at the next."""
+    experiment = tmp_path / "sweep"
+    trial = experiment / "trial_00000"
+    state = experiment / "experiment_state-1.json"
+
+    def save(name: str) -> Path:
+        checkpoint = trial / name
+        (checkpoint / "learner_group").mkdir(parents=True)
+        (checkpoint / "learner_group" / "weights.pt").write_bytes(name.encode() * 100)
+        (checkpoint / "manifest.json").write_text("{}")
+        return checkpoint
+
+    first = save("checkpoint_000000")
+    state.parent.mkdir(exist_ok=True)
+    state.write_text(json.dumps({"trial_data": ["checkpoint_000000"]}))
+    gone = back_up_state(experiment)
+    assert gone == frozenset()
+    second, third = save("checkpoint_000001"), save("checkpoint_000002")
+    shutil.rmtree(first)  # Tune rotates it out (num_to_keep=2) ...
+    state.write_text('{"trial_data": ["checkpoint_000001", "checkpoint_0000')  # ... and the disk is full
+    assert back_up_state(experiment, gone) == gone  # a truncated state is not kept
+    assert repair_state(experiment) == [state]
+    assert (first / "learner_group" / "weights.pt").read_bytes() == b"checkpoint_000000" * 100
+    assert os.stat(first / "manifest.json").st_nlink == 2  # a link, not a copy
+
+    shutil.rmtree(first)
+    state.write_text(json.dumps({"trial_data": ["checkpoint_000001", "checkpoint_000002"]}))
+    gone = back_up_state(experiment, gone)  # the links of this copy: 1 and 2; 0 was deleted just now ...
+    assert gone == {Path("trial_00000/checkpoint_000000")}
+    state.write_text(json.dumps({"trial_data": ["checkpoint_000002"]}))
+    shutil.rmtree(second)
+    back_up_state(experiment, gone)  # ... so the next copy drops it, and keeps 1, deleted since the last copy
+    kept = experiment / ".last_good_checkpoints" / "trial_00000"
+    assert sorted(path.name for path in kept.iterdir()) == ["checkpoint_000001", "checkpoint_000002"]
+    assert third.is_dir()
 
 
 def test_a_truncated_state_without_a_copy_is_named() -> None:

@@ -16,7 +16,12 @@ from rllib_caps.report.records import load_trials
 from rllib_caps.sweeps.grid import describe_grid, grid_variants
 from rllib_caps.sweeps.options import SweepError, SweepOptions
 from rllib_caps.sweeps.resources import TrialResources, plan_resources
-from rllib_caps.sweeps.state_backup import low_space_message, repair_state, state_backup
+from rllib_caps.sweeps.state_backup import (
+    EXPERIMENT_STATE_PATTERN,
+    low_space_message,
+    repair_state,
+    state_backup,
+)
 from rllib_caps.sweeps.tracking import tracking_callbacks
 from rllib_caps.sweeps.trials import (
     dataset_dir,
@@ -85,7 +90,7 @@ def experiment_state_saved(path: Path) -> bool:
     directory that Tune would "resume" with no trials."""
     from ray import tune
 
-    return tune.Tuner.can_restore(str(path)) and any(path.glob("experiment_state-*.json"))
+    return tune.Tuner.can_restore(str(path)) and any(path.glob(EXPERIMENT_STATE_PATTERN))
 
 
 def _trial_name(trial: Any) -> str:

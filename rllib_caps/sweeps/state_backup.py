@@ -5,13 +5,17 @@ which is a pickle) in a staging directory and every so often copies it to the st
 truncated, and ``Tuner.restore`` then fails on it. ``StateBackup`` (a Tune callback) keeps a copy of the state
 files whenever they have changed and all load completely, in ``.last_good_state.pkl`` (all in one file, written
 atomically: a full disk leaves the previous copy as it was). ``repair_state`` puts them back before ``--resume``
-when a file is truncated.
+when a file is truncated. The copy names the trials' checkpoints of that moment, which Tune deletes as newer ones
+arrive (``num_to_keep``); so the copy also keeps hard links to them (``.last_good_checkpoints/``: no extra space
+while Tune keeps them, at most the space of the checkpoints it rotated out since), and ``repair_state`` puts back
+those Tune has deleted.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import pickle
 import shutil
 import time
@@ -20,11 +24,14 @@ from typing import Any
 
 from rllib_caps.sweeps.options import SweepError
 from rllib_caps.utils.atomic import atomic_file
+from rllib_caps.utils.manifest import MANIFEST
 
 logger = logging.getLogger("rllib_caps.tune")
 
 BACKUP_FILE = ".last_good_state.pkl"  # {state file name: its bytes}, taken together so they agree
-STATE_PATTERN = "*state-*.json"  # experiment_state-<session>.json, basic-variant-state-<session>.json
+KEPT_CHECKPOINTS = ".last_good_checkpoints"  # TRIAL/checkpoint_NNNNNN: hard links, as of BACKUP_FILE
+EXPERIMENT_STATE_PATTERN = "experiment_state-*.json"  # Tune's trials and their checkpoints, one per session
+STATE_PATTERN = "*state-*.json"  # those, and the search's basic-variant-state-<session>.json
 LOW_SPACE_BYTES = 64 * 2**20  # below this much free space on --storage's device, a failed sweep says so
 
 
@@ -50,21 +57,53 @@ def _read_backup(experiment_dir: Path) -> dict[str, bytes]:
         return {}
 
 
-def back_up_state(experiment_dir: Path) -> bool:
+def _hard_link_tree(source: Path, target: Path) -> None:
+    """``target``: ``source``'s directory tree, its files hard links to ``source``'s (same device, no copy)."""
+    shutil.copytree(source, target, copy_function=os.link)
+
+
+def keep_checkpoint(experiment_dir: Path, checkpoint: Path) -> None:
+    """Hard links to ``checkpoint`` (a trial's, in ``experiment_dir``) in ``KEPT_CHECKPOINTS``, unless there
+    already are; raises ``OSError`` when that fails (a full disk), leaving nothing half-linked."""
+    relative = checkpoint.relative_to(experiment_dir)
+    target = experiment_dir / KEPT_CHECKPOINTS / relative
+    if target.is_dir() or not checkpoint.is_dir():
+        return
+    try:
+        _hard_link_tree(checkpoint, target)
+    except (OSError, shutil.Error) as err:
+        shutil.rmtree(target, ignore_errors=True)
+        raise OSError(f"{target}: {err}") from err
+
+
+def _linked(experiment_dir: Path) -> list[Path]:
+    """The checkpoints with links in ``KEPT_CHECKPOINTS``, relative to ``experiment_dir``."""
+    kept = experiment_dir / KEPT_CHECKPOINTS
+    return [linked.relative_to(kept) for linked in kept.glob("*/checkpoint_*")]
+
+
+def back_up_state(experiment_dir: Path, gone_before: frozenset[Path] = frozenset()) -> frozenset[Path] | None:
     """Keeps the state files of ``experiment_dir`` in ``BACKUP_FILE`` when they have changed since and all load
-    completely (written to a temporary file, then renamed: a full disk keeps the previous copy). Returns False
-    when the copy could not be written."""
+    completely (written to a temporary file, then renamed: a full disk keeps the previous copy), with links to
+    every checkpoint saved by then (``keep_checkpoint``). Links to checkpoints already deleted at the previous
+    copy (``gone_before``, what that call returned) are dropped: this state was written after that copy, so it
+    names none of them. Returns the checkpoints deleted by now (for the next call), or None when the copy could
+    not be written."""
     state = {path.name: _complete_state(path) for path in experiment_dir.glob(STATE_PATTERN)}
     if not state or None in state.values() or state == _read_backup(experiment_dir):
-        return True
+        return gone_before
     backup = experiment_dir / BACKUP_FILE
     try:
+        for checkpoint in experiment_dir.glob(f"[!.]*/checkpoint_*/{MANIFEST}"):  # the manifest is written last
+            keep_checkpoint(experiment_dir, checkpoint.parent)
         with atomic_file(backup) as tmp:
             tmp.write_bytes(pickle.dumps(state))
     except OSError as err:
         logger.warning("%s: could not keep a copy of Tune's state (%s)", backup, err.strerror or err)
-        return False
-    return True
+        return None
+    for checkpoint in gone_before:
+        shutil.rmtree(experiment_dir / KEPT_CHECKPOINTS / checkpoint, ignore_errors=True)
+    return frozenset(c for c in _linked(experiment_dir) if not (experiment_dir / c).exists())
 
 
 def repair_state(experiment_dir: Path) -> list[Path]:
@@ -81,9 +120,13 @@ def repair_state(experiment_dir: Path) -> list[Path]:
                          "start a new sweep with another --name, or report them with `python -m rllib_caps.report`")
     for name, data in backup.items():
         (experiment_dir / name).write_bytes(data)
+    deleted = [checkpoint for checkpoint in _linked(experiment_dir) if not (experiment_dir / checkpoint).exists()]
+    for checkpoint in deleted:
+        _hard_link_tree(experiment_dir / KEPT_CHECKPOINTS / checkpoint, experiment_dir / checkpoint)
     logger.warning("--resume: %s truncated or corrupt (was --storage full?); put back the last good copy of Tune's "
-                   "state (trials that finished after it was taken run again from their checkpoints)",
-                   ", ".join(str(path) for path in damaged))
+                   "state and %d checkpoint(s) Tune had deleted since (trials continue from the checkpoints it "
+                   "names; those that finished after it was taken run again)",
+                   ", ".join(str(path) for path in damaged), len(deleted))
     return sorted(experiment_dir / name for name in backup)
 
 
@@ -100,19 +143,33 @@ def _define_state_backup() -> type:
     from ray.tune import Callback
 
     class StateBackup(Callback):
-        """Tune callback: ``back_up_state`` at most every ``interval_s`` seconds (after a failed write, every
+        """Tune callback: ``keep_checkpoint`` for each checkpoint as Tune registers it (before it rotates older
+        ones out), and ``back_up_state`` at most every ``interval_s`` seconds (after a failed write, every
         ``10 interval_s``) and at the end of the run."""
 
         def __init__(self, experiment_dir: Path, interval_s: float = 5.0) -> None:
             self.experiment_dir, self.interval_s, self._next = experiment_dir, interval_s, 0.0
+            self._gone: frozenset[Path] = frozenset()
+
+        def _back_up(self) -> None:
+            gone = back_up_state(self.experiment_dir, self._gone)
+            self._gone = self._gone if gone is None else gone
+            self._next = time.monotonic() + self.interval_s * (10 if gone is None else 1)
+
+        def on_checkpoint(self, iteration: int, trials: list, trial: Any, checkpoint: Any, **info: Any) -> None:
+            path = Path(checkpoint.path)
+            if checkpoint.filesystem.type_name == "local" and path.is_relative_to(self.experiment_dir):
+                try:
+                    keep_checkpoint(self.experiment_dir, path)
+                except OSError as err:
+                    logger.warning("could not keep a link to %s (%s)", path, err)
 
         def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
             if time.monotonic() >= self._next:
-                written = back_up_state(self.experiment_dir)
-                self._next = time.monotonic() + self.interval_s * (1 if written else 10)
+                self._back_up()
 
         def on_experiment_end(self, trials: list, **info: Any) -> None:
-            back_up_state(self.experiment_dir)
+            self._back_up()
 
     StateBackup.__module__ = __name__
     return StateBackup
