@@ -121,6 +121,7 @@ def test_bc_safe_is_cheaper_than_bc_all_at_a_tight_limit(ray_session, tmp_path: 
     # the data's median episode costs 52; BC-Safe imitates only the 43 of 314 episodes with cost <= 10
     assert safe_eval["thresholds"]["10"]["cost"] < all_eval["thresholds"]["10"]["cost"]
     assert safe_eval["thresholds"]["10"]["head_usage"] == {"0": 1.0}
+    assert "predicted_cost" not in safe_eval["thresholds"]["10"]  # no cost critic: no Q^c to compare
 
     obs = TransitionDataset.from_parquet(BUNDLED).tensors["obs"][:16]
     before = bc_safe.get_module().actions(obs)

@@ -41,6 +41,8 @@ def test_train_evaluates_every_threshold_reproducibly_and_checkpoint_round_trips
         assert r["episodes"] == 2 and r["mean_length"] == 200
         assert sum(r["head_usage"].values()) == pytest.approx(1.0)
         assert r["normalized_cost"] == pytest.approx(r["cost"] / r["threshold"])
+        # Q^c at each episode's first step against the cost then incurred, discounted (γ_c < 1, costs ≥ 0)
+        assert np.isfinite(r["predicted_cost"]) and 0.0 <= r["discounted_cost"] <= r["cost"]
     again = algo.evaluate()["dsrl"]
     for key, r in caps["thresholds"].items():
         assert again["thresholds"][key]["reward"] == pytest.approx(r["reward"])

@@ -25,22 +25,29 @@ from tqdm import tqdm
 
 from rllib_caps.core.budget import info_cost
 from rllib_caps.core.cost_threshold_api import tell_cost_threshold
-from rllib_caps.core.keys import HEAD, RESULTS_KEY
+from rllib_caps.core.keys import HEAD, PREDICTED_COST, RESULTS_KEY
 from rllib_caps.core.results import results_dict
 from rllib_caps.core.scoring import EpisodeOutcome, summarize
 
 
-def episode_outcomes(episodes: Iterable[Any], num_heads: int) -> list[EpisodeOutcome]:
-    """Undiscounted return, summed ``info["cost"]``, length and per-head step counts of each episode."""
+def episode_outcomes(episodes: Iterable[Any], num_heads: int, cost_gamma: float | None = None
+                     ) -> list[EpisodeOutcome]:
+    """Undiscounted return, summed ``info["cost"]``, length and per-head step counts of each episode; for a
+    module with a cost critic (its ``cost_gamma`` given, and ``PREDICTED_COST`` among its outputs) also Q^c at
+    the first step and the episode's cost discounted by ``cost_gamma``, what that Q^c predicts."""
     outcomes = []
     for episode in episodes:
         infos = episode.get_infos()[1:]  # infos[0] comes from reset
+        costs = np.array([info_cost(info) for info in infos], dtype=np.float64)
         heads = np.asarray(episode.get_extra_model_outputs(HEAD), dtype=np.int64).reshape(-1)
+        predicts = cost_gamma is not None and PREDICTED_COST in episode.extra_model_outputs
         outcomes.append(EpisodeOutcome(
             reward=float(episode.get_return()),
-            cost=float(sum(info_cost(info) for info in infos)),
+            cost=float(costs.sum()),
             length=len(episode),
             head_counts=tuple(int(c) for c in np.bincount(heads, minlength=num_heads)),
+            predicted_cost=float(np.asarray(episode.get_extra_model_outputs(PREDICTED_COST, 0))) if predicts else None,
+            discounted_cost=float(costs @ cost_gamma ** np.arange(len(costs))) if predicts else None,
         ))
     return outcomes
 
@@ -87,13 +94,14 @@ def _log_evaluation(algorithm: Any, results: dict, outcomes: list[EpisodeOutcome
 def _sample_outcomes(eval_runners: Any, num_episodes: int, num_heads: int) -> list[EpisodeOutcome]:
     """Runs the episodes, split over the remote runners (or on the local one), and reduces each episode
     to an ``EpisodeOutcome`` on the runner, so little data moves."""
+    def outcomes(er: Any, episodes: int) -> list[EpisodeOutcome]:
+        return episode_outcomes(er.sample(num_episodes=episodes, explore=False), num_heads,
+                                getattr(er.module, "cost_gamma", None))
+
     remote = eval_runners.num_remote_env_runners()
     if remote == 0:
-        episodes = eval_runners.local_env_runner.sample(num_episodes=num_episodes, explore=False)
-        return episode_outcomes(episodes, num_heads)
+        return outcomes(eval_runners.local_env_runner, num_episodes)
     shares = [len(part) for part in np.array_split(np.arange(num_episodes), remote)]
-    per_runner = eval_runners.foreach_env_runner(
-        lambda er: episode_outcomes(er.sample(num_episodes=shares[er.worker_index - 1], explore=False), num_heads),
-        local_env_runner=False,
-    )
+    per_runner = eval_runners.foreach_env_runner(lambda er: outcomes(er, shares[er.worker_index - 1]),
+                                                 local_env_runner=False)
     return [outcome for outcomes in per_runner for outcome in outcomes]

@@ -48,7 +48,7 @@ from rllib_caps.algorithms.caps.sacbc_losses import SAC_LOG_STD_MAX, SAC_LOG_STD
 from rllib_caps.algorithms.caps.switching import select_heads
 from rllib_caps.core.budget import remaining_budget_threshold
 from rllib_caps.core.cost_threshold_api import CostThresholdAPI
-from rllib_caps.core.keys import COST_SPENT, HEAD, STEP
+from rllib_caps.core.keys import COST_SPENT, HEAD, PREDICTED_COST, STEP
 from rllib_caps.core.nets import MLPPair, TwinQ, frozen_call, mlp
 from rllib_caps.core.time_limit import remaining_time
 from rllib_caps.core.torch_rl_module import OfflineTorchRLModule
@@ -228,7 +228,8 @@ class DefaultCAPSTorchRLModule(OfflineTorchRLModule, DefaultCAPSRLModule):
         cost_spent = batch.get(COST_SPENT, zeros).float()
         step = batch.get(STEP, zeros).float()
         actions, heads = self.switching_actions(obs, cost_spent, step, self.cost_threshold)
-        return {Columns.ACTIONS: actions, HEAD: heads}
+        predicted = self.cost_q(self.critic_input(obs, step), actions)  # as ``CAPSPolicy.predicted_cost`` reads it
+        return {Columns.ACTIONS: actions, HEAD: heads, PREDICTED_COST: predicted}
 
     @override(TorchRLModule)
     def _forward_exploration(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
