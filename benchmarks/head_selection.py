@@ -1,0 +1,131 @@
+"""The quality issue's default rule: which feasible head acts (``head_selection``) and whether Q^c is calibrated.
+
+    # the four arms on one trained checkpoint (20 episodes per κ, the evaluation's seeds), one JSON per checkpoint
+    .venv/bin/python benchmarks/head_selection.py arms --checkpoint CKPT --data DATA --task DroneRun --out A.json
+    # the rule over every dataset: --arms DATASET=A.json ... and the authors' code --reference DATASET=R.json ...
+    .venv/bin/python benchmarks/head_selection.py rule --arms DroneRun=d-s0.json DroneRun=d-s10.json \
+        --reference DroneRun=authors-s0.json DroneRun=authors-s10.json
+
+Arms: the selection (``q_reward``, the paper's; ``head_order``) × the cost critic (as trained; calibrated, shifted by
+its bias on the training data, ``calibrate_cost_critic``). The rule (docs/paper.md, "Calibrated Q^c"), fixed before
+the measurements: an arm qualifies if it is safe (normalised cost ≤ 1) at every (dataset, seed, κ); among
+qualifying arms the default is the one with the highest mean over datasets of (its mean normalised reward ÷ the
+authors' code's on that dataset); if none beats the paper's arm by that measure, the paper's stays. A reference
+JSON has ``mean_nr`` (the mean normalised reward over κ of one seed), as ``arms`` writes per arm.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+PAPER_ARM = "q_reward"
+ARMS = ("q_reward", "q_reward+calibrated", "head_order", "head_order+calibrated")
+THRESHOLDS = (10.0, 20.0, 40.0)
+
+
+def evaluate_arms(checkpoint: Path, data: Path, task: str, episodes: int) -> dict[str, dict]:
+    """Every arm on one checkpoint: per κ (normalised reward, normalised cost), their mean reward and largest cost."""
+    import torch
+
+    from rllib_caps.algorithms.caps.policy import CAPSPolicy
+    from rllib_caps.core.calibration import calibrate_cost_critic
+    from rllib_caps.core.rollout import episode_seed, evaluate_policy
+    from rllib_caps.data import TransitionDataset
+    from rllib_caps.envs.tasks import get_task
+
+    torch.set_num_threads(1)
+    columns = {k: v.numpy() for k, v in TransitionDataset.from_parquet(data).tensors.items()}
+    rows = {}
+    for arm in ARMS:
+        policy = CAPSPolicy.from_checkpoint(checkpoint)
+        policy.head_selection = arm.split("+")[0]
+        shift = calibrate_cost_critic(policy, columns) if arm.endswith("+calibrated") else 0.0
+        results = evaluate_policy(policy, get_task(task), list(THRESHOLDS), episodes, seed=episode_seed(policy),
+                                  progress=False)["thresholds"]
+        per_kappa = {k: (r["normalized_reward"], r["normalized_cost"]) for k, r in results.items()}
+        rows[arm] = {"shift": shift, "per_kappa": per_kappa,
+                     "mean_nr": float(np.mean([nr for nr, _ in per_kappa.values()])),
+                     "max_nc": max(nc for _, nc in per_kappa.values())}
+        print(arm, json.dumps(rows[arm]), flush=True)
+    return rows
+
+
+def apply_rule(arms: Mapping[str, Sequence[Mapping[str, dict]]], reference: Mapping[str, Sequence[float]]
+               ) -> tuple[str, dict[str, dict]]:
+    """The default and, per arm, whether it qualifies and its score. ``arms``: dataset -> one ``evaluate_arms``
+    result per seed; ``reference``: dataset -> the authors' mean normalised reward per seed."""
+    missing = sorted(set(arms) - set(reference))
+    if missing:
+        raise ValueError(f"no reference (the authors' code) for {', '.join(missing)}: the rule divides by it")
+    verdict: dict[str, dict] = {}
+    for arm in ARMS:
+        ratios = {dataset: float(np.mean([seed[arm]["mean_nr"] for seed in seeds]) / np.mean(reference[dataset]))
+                  for dataset, seeds in arms.items()}
+        safe = all(seed[arm]["max_nc"] <= 1.0 for seeds in arms.values() for seed in seeds)
+        verdict[arm] = {"safe": safe, "ratios": ratios, "score": float(np.mean(list(ratios.values())))}
+    qualifying = [arm for arm in ARMS if verdict[arm]["safe"]]
+    best = max(qualifying, key=lambda arm: verdict[arm]["score"], default=PAPER_ARM)
+    beats_paper = not verdict[PAPER_ARM]["safe"] or verdict[best]["score"] > verdict[PAPER_ARM]["score"]
+    return (best if beats_paper else PAPER_ARM), verdict
+
+
+def _pairs(values: Sequence[str], flag: str) -> dict[str, list[dict]]:
+    grouped: dict[str, list[dict]] = defaultdict(list)
+    for value in values:
+        dataset, sep, path = value.partition("=")
+        if not sep:
+            raise SystemExit(f"error: {flag} {value}: expected DATASET=FILE.json")
+        try:
+            grouped[dataset].append(json.loads(Path(path).read_text()))
+        except (OSError, ValueError) as err:
+            raise SystemExit(f"error: {flag} {value}: {err}") from err
+    return dict(grouped)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    arms = commands.add_parser("arms", help="evaluate the four arms on one CAPS checkpoint")
+    arms.add_argument("--checkpoint", type=Path, required=True)
+    arms.add_argument("--data", type=Path, required=True, help="the converted dataset the checkpoint trained on")
+    arms.add_argument("--task", required=True)
+    arms.add_argument("--episodes", type=int, default=20, help="episodes per κ [20]")
+    arms.add_argument("--out", type=Path, required=True, help="JSON to write")
+    rule = commands.add_parser("rule", help="apply the rule to arms JSONs and the authors' reference JSONs")
+    rule.add_argument("--arms", nargs="+", required=True, metavar="DATASET=FILE.json")
+    rule.add_argument("--reference", nargs="+", required=True, metavar="DATASET=FILE.json")
+    args = parser.parse_args(argv)
+    if args.command == "arms":
+        from rllib_caps.utils.atomic import atomic_file
+
+        rows = evaluate_arms(args.checkpoint, args.data, args.task, args.episodes)
+        with atomic_file(args.out) as tmp:
+            tmp.write_text(json.dumps(rows, indent=1) + "\n")
+        return 0
+    measured = _pairs(args.arms, "--arms")
+    reference = {dataset: [run["mean_nr"] for run in runs]
+                 for dataset, runs in _pairs(args.reference, "--reference").items()}
+    try:
+        default, verdict = apply_rule(measured, reference)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    datasets = sorted(measured)
+    print("| arm | safe everywhere | " + " | ".join(f"{d} ÷ authors" for d in datasets) + " | score |")
+    print("|---|---|" + "---:|" * (len(datasets) + 1))
+    for arm, v in verdict.items():
+        ratios = " | ".join(f"{v['ratios'][d]:.2f}" for d in datasets)
+        print(f"| {arm} | {'yes' if v['safe'] else 'no'} | {ratios} | {v['score']:.2f} |")
+    print(f"default by the rule: {default}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
