@@ -211,8 +211,9 @@ def test_a_trial_whose_kept_checkpoint_was_rotated_out_continues_from_it_after_a
         ray_address: str, tmp_path: Path) -> None:
     """What a full ``--storage`` leaves: Tune's state truncated, and the last good copy of it naming a checkpoint
     that Tune has since rotated out (``num_to_keep=2``). ``--resume`` puts that checkpoint back (the copy kept
-    hard links to it) with the state, and the trial ends exactly as an uninterrupted run."""
-    training = {**TINY_TRAINING, "steps": 600, "thresholds": [20]}
+    hard links to it) with the state, and the trial ends exactly as an uninterrupted run. The trial is long
+    enough (100 iterations, a checkpoint each) to outlast a few copies of the state (one every 5 s)."""
+    training = {**TINY_TRAINING, "steps": 3000, "thresholds": [20]}
     config = tmp_path / "sweep.yaml"
     config.write_text(yaml.safe_dump({"tasks": "BallCircle", "seeds": [0], "data_root": str(BUNDLED.parent),
                                       "storage": str(tmp_path), "name": "rotated", "checkpoint_every": 1,
