@@ -1,13 +1,16 @@
 """The quality issue's default rule: which feasible head acts (``head_selection``) and whether Q^c is calibrated.
 
-    # the four arms on one trained checkpoint (20 episodes per κ, the evaluation's seeds), one JSON per checkpoint
+    # the arms on one trained checkpoint (20 episodes per κ, the evaluation's seeds), one JSON per checkpoint
     .venv/bin/python benchmarks/head_selection.py arms --checkpoint CKPT --data DATA --task DroneRun --out A.json
     # the rule over every dataset: --arms DATASET=A.json ... and the authors' code --reference DATASET=R.json ...
     .venv/bin/python benchmarks/head_selection.py rule --arms DroneRun=d-s0.json DroneRun=d-s10.json \
         --reference DroneRun=authors-s0.json DroneRun=authors-s10.json
 
-Arms: the selection (``q_reward``, the paper's; ``head_order``) × the cost critic (as trained; calibrated, shifted by
-its bias on the training data, ``calibrate_cost_critic``). The rule (docs/paper.md, "Calibrated Q^c"), fixed before
+Arms: the selection (``q_reward``, the paper's; ``head_order``) × the cost critic (as trained; ``+calibrated``,
+shifted by its bias on the training data, ``calibrate_cost_critic`` mode "mean"; ``+pessimism``, shifted by that bias
+only where it is > 0, mode "pessimism", an arm added after the first four were measured). A ``+pessimism`` arm is not
+rolled out again: its shift is the ``+calibrated`` one where that is > 0 and none otherwise, so with the same module
+and episode seeds its figures are exactly one of those two arms' (``with_pessimism_arms``). The rule (docs/paper.md, "Calibrated Q^c"), fixed before
 the measurements: an arm qualifies if it is safe (normalised cost ≤ 1) at every (dataset, seed, κ); among
 qualifying arms the default is the one with the highest mean over datasets of (its mean normalised reward ÷ the
 authors' code's on that dataset); if none beats the paper's arm by that measure, the paper's stays. A reference
@@ -26,7 +29,20 @@ from pathlib import Path
 import numpy as np
 
 PAPER_ARM = "q_reward"
-ARMS = ("q_reward", "q_reward+calibrated", "head_order", "head_order+calibrated")
+SELECTIONS = ("q_reward", "head_order")
+ARMS = tuple(f"{selection}{critic}" for selection in SELECTIONS for critic in ("", "+calibrated", "+pessimism"))
+
+
+def with_pessimism_arms(rows: Mapping[str, dict]) -> dict[str, dict]:
+    """One checkpoint's arms with each ``SELECTION+pessimism`` arm added from the measured ones: the
+    ``+calibrated`` arm's figures where its shift is > 0 (the critic was pessimistic), else the uncalibrated arm's
+    with shift 0 (``calibration_shift``'s "pessimism" mode)."""
+    rows = dict(rows)
+    for selection in SELECTIONS:
+        calibrated = rows[f"{selection}+calibrated"]
+        rows.setdefault(f"{selection}+pessimism", calibrated if calibrated["shift"] > 0
+                        else rows[selection] | {"shift": 0.0})
+    return rows
 THRESHOLDS = (10.0, 20.0, 40.0)
 
 
@@ -44,9 +60,11 @@ def evaluate_arms(checkpoint: Path, data: Path, task: str, episodes: int) -> dic
     columns = {k: v.numpy() for k, v in TransitionDataset.from_parquet(data).tensors.items()}
     rows = {}
     for arm in ARMS:
+        if arm.endswith("+pessimism"):
+            continue  # with_pessimism_arms
         policy = CAPSPolicy.from_checkpoint(checkpoint)
         policy.head_selection = arm.split("+")[0]
-        shift = calibrate_cost_critic(policy, columns) if arm.endswith("+calibrated") else 0.0
+        shift = calibrate_cost_critic(policy, columns, "mean" if arm.endswith("+calibrated") else "none")
         results = evaluate_policy(policy, get_task(task), list(THRESHOLDS), episodes, seed=episode_seed(policy),
                                   progress=False)["thresholds"]
         per_kappa = {k: (r["normalized_reward"], r["normalized_cost"]) for k, r in results.items()}
@@ -54,7 +72,7 @@ def evaluate_arms(checkpoint: Path, data: Path, task: str, episodes: int) -> dic
                      "mean_nr": float(np.mean([nr for nr, _ in per_kappa.values()])),
                      "max_nc": max(nc for _, nc in per_kappa.values())}
         print(arm, json.dumps(rows[arm]), flush=True)
-    return rows
+    return with_pessimism_arms(rows)
 
 
 def apply_rule(arms: Mapping[str, Sequence[Mapping[str, dict]]], reference: Mapping[str, Sequence[float]]
@@ -92,7 +110,7 @@ def _pairs(values: Sequence[str], flag: str) -> dict[str, list[dict]]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
-    arms = commands.add_parser("arms", help="evaluate the four arms on one CAPS checkpoint")
+    arms = commands.add_parser("arms", help="evaluate the arms on one CAPS checkpoint")
     arms.add_argument("--checkpoint", type=Path, required=True)
     arms.add_argument("--data", type=Path, required=True, help="the converted dataset the checkpoint trained on")
     arms.add_argument("--task", required=True)
@@ -109,7 +127,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         with atomic_file(args.out) as tmp:
             tmp.write_text(json.dumps(rows, indent=1) + "\n")
         return 0
-    measured = _pairs(args.arms, "--arms")
+    measured = {dataset: [with_pessimism_arms(seed) for seed in seeds]
+                for dataset, seeds in _pairs(args.arms, "--arms").items()}
     reference = {dataset: [run["mean_nr"] for run in runs]
                  for dataset, runs in _pairs(args.reference, "--reference").items()}
     try:

@@ -17,7 +17,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rllib_caps.core.calibration import Calibration, CostCriticAPI, calibrate_cost_critic, dataset_calibration
+from rllib_caps.core.calibration import (
+    CALIBRATIONS,
+    Calibration,
+    CostCriticAPI,
+    calibrate_cost_critic,
+    dataset_calibration,
+)
 from rllib_caps.core.critic_variants import CRITICS, CriticVariantsAPI, FQESettings
 from rllib_caps.core.interrupts import interruptible
 from rllib_caps.core.results import format_results_table
@@ -82,9 +88,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="also compare the policy's cost critic Q^c(s, a) with the discounted cost-to-go the dataset "
                         "(--data) realised: bias (> 0: pessimistic), centred RMSE and correlation in the output "
                         "(JSON key calibration), a reliability plot to this PNG")
-    p.add_argument("--calibrate-cost", action="store_true",
-                   help="before acting, shift the policy's cost critic by its bias on the dataset (--data), so its "
-                        "pessimism is fitted to the data (docs/paper.md, 'Calibrated Q^c'); the shift is in the "
+    p.add_argument("--calibrate-cost", choices=CALIBRATIONS, metavar="MODE",
+                   help="before acting, set the shift of the policy's cost critic from its bias on the dataset "
+                        "(--data): 'pessimism' removes measured pessimism only (training's default), 'mean' the "
+                        "bias either way, 'none' no shift (docs/paper.md, 'Calibrated Q^c'). Default: the "
+                        "checkpoint's shift, set by its training's cost_calibration. The shift acted with is in the "
                         "output (JSON key cost_shift)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table (one critic: its results; "
                    "several: critic -> results)")
@@ -130,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.calibration:
             check_writable(args.calibration, "--calibration")
         dataset = None
-        uses = [use for use, asked in (("FQE", critics != ["offline"]), ("the cost calibration", args.calibrate_cost),
+        recalibrates = args.calibrate_cost not in (None, "none")
+        uses = [use for use, asked in (("FQE", critics != ["offline"]), ("the cost calibration", recalibrates),
                                        ("the calibration diagnostics", args.calibration)) if asked]
         if uses:
             data = Path(args.data or Path("datasets") / task.name)
@@ -147,9 +156,11 @@ def main(argv: list[str] | None = None) -> int:
     thresholds = args.thresholds or [float(k) for k in task.thresholds]
     seed = args.seed if args.seed is not None else episode_seed(policy)
     columns = None if dataset is None else {k: v.numpy() for k, v in dataset.tensors.items()}
-    shift = calibrate_cost_critic(policy, columns) if args.calibrate_cost else None
+    if args.calibrate_cost is not None:
+        calibrate_cost_critic(policy, columns, args.calibrate_cost)
+    shift = policy.cost_shift if isinstance(policy, CostCriticAPI) else None
     if shift is not None:
-        logger.info("cost critic shifted by its dataset bias: Q^c − %.4g", shift)
+        logger.info("the switching rule reads Q^c − %.4g (cost calibration)", shift)
     with interruptible("no results were written; the rollouts are deterministic, so the same command gives the "
                        "same figures"):
         if args.head is not None or not isinstance(policy, CriticVariantsAPI):

@@ -14,7 +14,14 @@ from test_caps_module import OBS, make_module
 
 from rllib_caps.algorithms.caps.policy import CAPSPolicy
 from rllib_caps.algorithms.caps.torch.default_caps_torch_rl_module import DefaultCAPSTorchRLModule
-from rllib_caps.core.calibration import calibrate, calibrate_cost_critic, dataset_calibration, discounted_cost_to_go
+from rllib_caps.core.calibration import (
+    CALIBRATIONS,
+    calibrate,
+    calibrate_cost_critic,
+    calibration_shift,
+    dataset_calibration,
+    discounted_cost_to_go,
+)
 from rllib_caps.data import TransitionDataset
 
 BUNDLED = Path(__file__).resolve().parents[1] / "datasets" / "BallCircle"
@@ -95,8 +102,28 @@ def test_calibrating_the_cost_critic_removes_its_dataset_bias_where_the_switchin
     with torch.no_grad():
         _, _, q_cost_after = module.head_values(obs, step)
     torch.testing.assert_close(q_cost_after, q_cost_before - shift, rtol=0, atol=1e-4)
-    assert abs(calibrate_cost_critic(policy, columns)) < 1e-3 * abs(shift)  # again: about nothing left to shift
-    assert "cost_offset" not in module.state_dict()  # a deployment-time setting: checkpoints are unchanged
+    assert calibrate_cost_critic(policy, columns) == pytest.approx(shift, rel=1e-5)  # from the critic as trained
+    assert policy.cost_shift == pytest.approx(shift, rel=1e-5)
+    assert module.state_dict()["cost_offset"] == pytest.approx(shift)  # saved: runners, checkpoints, exports
+    assert calibrate_cost_critic(policy, columns, "none") == 0.0 and policy.cost_shift == 0.0
+    pessimism = calibrate_cost_critic(policy, columns, "pessimism")
+    assert pessimism == pytest.approx(max(shift, 0.0), rel=1e-5)
+
+
+def test_the_calibration_modes_remove_the_bias_either_way_only_pessimism_or_nothing() -> None:
+    assert [calibration_shift(3.0, mode) for mode in CALIBRATIONS] == [0.0, 3.0, 3.0]
+    assert [calibration_shift(-2.0, mode) for mode in CALIBRATIONS] == [0.0, -2.0, 0.0]
+    with pytest.raises(ValueError, match="cost calibration must be one of"):
+        calibration_shift(1.0, "median")
+
+
+def test_a_module_state_from_before_the_saved_shift_loads_with_none() -> None:
+    torch.manual_seed(0)
+    module = make_module(2)
+    module.set_cost_shift(4.0)
+    state = {name: value for name, value in module.get_state().items() if name != "cost_offset"}
+    module.set_state(state)
+    assert module.cost_shift == 0.0
 
 
 @pytest.mark.slow
@@ -119,10 +146,13 @@ def test_evaluate_calibration_writes_its_numbers_and_plot(ray_session, tmp_path,
     assert evaluate_main(["--checkpoint", "ckpt", "--data", str(BUNDLED), "--thresholds", "20",
                           "--calibration", "plots/calibration.png"]) == 0
     assert "bias" in capsys.readouterr().out  # the table output says it in words too
+    # Training's default calibration ("pessimism") left a shift of max(bias as trained, 0) in the checkpoint.
+    shift, bias = printed["cost_shift"], printed["calibration"]["bias"]
+    assert (shift == 0.0 and bias <= 0.0) or (shift > 0.0 and abs(bias) < 1e-3 * shift)
     assert evaluate_main(["--checkpoint", "ckpt", "--data", str(BUNDLED), "--thresholds", "20", "--json",
-                          "--calibrate-cost", "--calibration", "plots/calibrated.png"]) == 0
+                          "--calibrate-cost", "mean", "--calibration", "plots/calibrated.png"]) == 0
     calibrated = json.loads(capsys.readouterr().out)
-    assert calibrated["cost_shift"] == pytest.approx(printed["calibration"]["bias"], rel=1e-5)
+    assert calibrated["cost_shift"] == pytest.approx(shift + bias, rel=1e-4, abs=1e-4)
     assert abs(calibrated["calibration"]["bias"]) < 1e-3 * max(abs(calibrated["cost_shift"]), 1.0)
 
 

@@ -89,9 +89,9 @@ def test_graph_equals_caps_policy_on_random_states_budgets_and_steps(tmp_path, s
     meet such ties about once in 30 random modules."""
     torch.manual_seed(0)
     settings = dict(settings)
-    shift = settings.pop("cost_shift", 0.0)  # a calibrated Q^c (CAPSPolicy.shift_cost) is exported as it acts
+    shift = settings.pop("cost_shift", 0.0)  # a calibrated Q^c (CAPSPolicy.set_cost_shift) is exported as it acts
     module = make_module(num_heads=4, **settings)
-    CAPSPolicy(module).shift_cost(shift)
+    CAPSPolicy(module).set_cost_shift(shift)
     export_onnx(module, tmp_path / "policy.onnx")
     torch_policy, onnx_policy = CAPSPolicy(module), ONNXCAPSPolicy(tmp_path / "policy.onnx")
     rng, heads = np.random.default_rng(0), set()

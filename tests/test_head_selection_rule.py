@@ -8,13 +8,26 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.head_selection import ARMS, apply_rule, main
+from benchmarks.head_selection import ARMS, apply_rule, main, with_pessimism_arms
 
 
-def seed(**arms: tuple[float, float]) -> dict[str, dict]:
-    """One seed's arms: name -> (mean normalised reward, largest normalised cost); unnamed arms get (0.1, 0.0)."""
+def seed(shift: float = 0.0, **arms: tuple[float, float]) -> dict[str, dict]:
+    """One seed's arms: name -> (mean normalised reward, largest normalised cost); unnamed arms get (0.1, 0.0);
+    ``shift``: the ``+calibrated`` arms' shift."""
     values = {arm: (0.1, 0.0) for arm in ARMS} | {name.replace("_cal", "+calibrated"): v for name, v in arms.items()}
-    return {arm: {"mean_nr": nr, "max_nc": nc} for arm, (nr, nc) in values.items()}
+    return {arm: {"mean_nr": nr, "max_nc": nc, "shift": shift if arm.endswith("+calibrated") else 0.0}
+            for arm, (nr, nc) in values.items()}
+
+
+@pytest.mark.parametrize(("shift", "source"), [(2.5, "head_order+calibrated"), (-2.5, "head_order"), (0.0, "head_order")])
+def test_a_pessimism_arm_is_the_calibrated_arm_where_the_critic_was_pessimistic_else_the_uncalibrated(
+        shift: float, source: str) -> None:
+    measured = {arm: row for arm, row in seed(shift, head_order=(0.2, 0.5), head_order_cal=(0.4, 0.7)).items()
+                if not arm.endswith("+pessimism")}
+    rows = with_pessimism_arms(measured)
+    assert rows["head_order+pessimism"]["mean_nr"] == measured[source]["mean_nr"]
+    assert rows["head_order+pessimism"]["shift"] == max(shift, 0.0)
+    assert rows["q_reward+pessimism"]["mean_nr"] == 0.1
 
 
 def test_an_unsafe_arm_never_wins_however_much_reward_it_earns() -> None:

@@ -21,6 +21,8 @@ import numpy as np
 from rllib_caps.data.schema import ACTIONS, COSTS, EPS_ID, OBS, T
 
 CHUNK_ROWS = 65_536  # dataset rows per critic call
+CALIBRATIONS = ("none", "mean", "pessimism")  # calibration_shift's modes
+CALIBRATION_COLUMNS = (OBS, ACTIONS, COSTS, EPS_ID, T)  # the dataset columns a calibration reads
 
 
 def discounted_cost_to_go(costs: np.ndarray, episode_ids: np.ndarray, steps: np.ndarray,
@@ -105,9 +107,15 @@ class CostCriticAPI(abc.ABC):
         """Q^c(s, a) in cost units, as the switching rule reads it (the pessimistic twin), for rows of
         observations ``(N, D)``, dataset actions ``(N, A)`` and episode steps ``(N,)``."""
 
+    @property
     @abc.abstractmethod
-    def shift_cost(self, offset: float) -> None:
-        """From now on the switching rule (and ``predicted_cost``) reads Q^c − ``offset``; shifts add up."""
+    def cost_shift(self) -> float:
+        """What the switching rule subtracts from Q^c as trained (``set_cost_shift``; 0 when never set)."""
+
+    @abc.abstractmethod
+    def set_cost_shift(self, shift: float) -> None:
+        """From now on the switching rule (and ``predicted_cost``) reads Q^c − ``shift`` (Q^c as trained: the
+        previous shift is replaced, not added to)."""
 
 
 def dataset_calibration(policy: CostCriticAPI, columns: dict[str, Any], bins: int = 10) -> Calibration:
@@ -121,11 +129,20 @@ def dataset_calibration(policy: CostCriticAPI, columns: dict[str, Any], bins: in
     return calibrate(predicted, realised, bins)
 
 
-def calibrate_cost_critic(policy: CostCriticAPI, columns: dict[str, Any]) -> float:
-    """Shifts ``policy``'s Q^c by its bias on a dataset (``columns`` as for ``dataset_calibration``), so that its mean
-    over the dataset's rows is the mean realised discounted cost-to-go: pessimism fitted to the data, in place of
-    whatever the critic's training left (docs/paper.md, "Calibrated Q^c"). Returns the shift; calibrating again
-    shifts by about 0."""
-    bias = dataset_calibration(policy, columns, bins=1).bias
-    policy.shift_cost(bias)
-    return bias
+def calibration_shift(bias: float, mode: str) -> float:
+    """What to subtract from Q^c given its ``bias`` on the dataset (mean predicted − mean realised discounted
+    cost-to-go; docs/paper.md, "Calibrated Q^c"): ``"mean"`` removes the bias either way; ``"pessimism"`` removes
+    only measured pessimism (``max(bias, 0)``), leaving an optimistic critic as trained; ``"none"``: 0."""
+    if mode not in CALIBRATIONS:
+        raise ValueError(f"cost calibration must be one of {CALIBRATIONS}, got {mode!r}")
+    return {"none": 0.0, "mean": bias, "pessimism": max(bias, 0.0)}[mode]
+
+
+def calibrate_cost_critic(policy: CostCriticAPI, columns: dict[str, Any], mode: str = "mean") -> float:
+    """Sets ``policy``'s Q^c shift from the bias of its critic as trained on a dataset (``columns`` as for
+    ``dataset_calibration``) by ``calibration_shift``: pessimism fitted to the data, in place of whatever the
+    critic's training left (docs/paper.md, "Calibrated Q^c"). Returns the shift; calibrating again gives the same."""
+    policy.set_cost_shift(0.0)
+    shift = calibration_shift(dataset_calibration(policy, columns, bins=1).bias, mode) if mode != "none" else 0.0
+    policy.set_cost_shift(shift)
+    return shift

@@ -13,6 +13,7 @@ RLlib's new API stack, built on the offline base of ``rllib_caps.core.offline``.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from ray.rllib.algorithms.algorithm_config import NotProvided
@@ -22,7 +23,10 @@ from ray.rllib.utils.annotations import override
 from rllib_caps.algorithms.caps.losses import CAPSLossSettings, default_lambdas
 from rllib_caps.algorithms.caps.sacbc_losses import SACBCLossSettings
 from rllib_caps.algorithms.caps.switching import HEAD_SELECTIONS
+from rllib_caps.core.calibration import CALIBRATIONS
 from rllib_caps.core.offline import OfflineSafeAlgorithm, OfflineSafeConfig
+
+logger = logging.getLogger(__name__)
 
 IMPLEMENTATIONS = ("paper", "code")
 # The offline RL algorithm under the heads, with its learning rates (the paper's hyperparameter table) and whether
@@ -57,9 +61,13 @@ class CAPSConfig(OfflineSafeConfig):
             needs time-outs to end the bootstrap (``time_limit`` "terminal" or "time_aware"), or Q^c diverges.
         clamp_cost_q: clamp the act-time Q^c at ≥ 0 before comparing it with the budget; None (default): the
             backbone's (on for "sacbc", as the authors' SAC+BC code; off for "iql").
-        head_selection: which feasible head acts: "q_reward" (default), the one with the highest Q^r (paper
-            Eq. 4); "head_order", the most reward-seeking one (the lowest index). Switching only: training is the
-            same, and a checkpoint's may be changed at deployment (docs/paper.md, "Choosing among feasible heads").
+        head_selection: which feasible head acts: "head_order" (default), the most reward-seeking one (the lowest
+            index); "q_reward", the one with the highest Q^r (paper Eq. 4). Switching only: training is the same,
+            and a checkpoint's may be changed at deployment (docs/paper.md, "Choosing among feasible heads").
+        cost_calibration: how the Q^c the switching rule reads is shifted, from its bias against the dataset's
+            realised discounted cost-to-go, before each evaluation (``core.calibration.calibration_shift``):
+            "pessimism" (default) removes measured pessimism only, "mean" the bias either way, "none" nothing.
+            The shift is part of the module state (checkpoints, exports). docs/paper.md, "Calibrated Q^c".
         awr_beta: the advantage temperature β (RLlib's MARWIL/IQL ``beta`` is capped at 1; CAPS uses 3).
         beta_cost: "code" with IQL only: the cost advantage's β; None (default): ``awr_beta`` (the authors'
             code has a separate β with the same default 3).
@@ -86,7 +94,8 @@ class CAPSConfig(OfflineSafeConfig):
         self.actor_time = False
         self.cost_gamma: float | None = None
         self.clamp_cost_q: bool | None = None
-        self.head_selection = "q_reward"
+        self.head_selection = "head_order"  # the rule's verdict (docs/paper.md, "Calibrated Q^c")
+        self.cost_calibration = "pessimism"  # idem
         self.awr_beta = 3.0
         self.beta_cost: float | None = None
         self.expectile_reward = 0.7
@@ -113,6 +122,7 @@ class CAPSConfig(OfflineSafeConfig):
         cost_gamma: float | None = NotProvided,
         clamp_cost_q: bool | None = NotProvided,
         head_selection: str = NotProvided,
+        cost_calibration: str = NotProvided,
         awr_beta: float = NotProvided,
         beta_cost: float | None = NotProvided,
         expectile_reward: float = NotProvided,
@@ -219,6 +229,8 @@ class CAPSConfig(OfflineSafeConfig):
                 self.config_error(f"{name} must be > 0, got {getattr(self, name)}")
         if self.head_selection not in HEAD_SELECTIONS:
             self.config_error(f"head_selection must be one of {HEAD_SELECTIONS}, got {self.head_selection!r}")
+        if self.cost_calibration not in CALIBRATIONS:
+            self.config_error(f"cost_calibration must be one of {CALIBRATIONS}, got {self.cost_calibration!r}")
         for name in ("expectile_reward", "expectile_cost"):
             if not 0.0 < getattr(self, name) < 1.0:
                 self.config_error(f"{name} must be in (0, 1), got {getattr(self, name)}")
@@ -254,3 +266,20 @@ class CAPS(OfflineSafeAlgorithm):
     @override(OfflineSafeAlgorithm)
     def get_default_config(cls) -> CAPSConfig:
         return CAPSConfig()
+
+    @override(OfflineSafeAlgorithm)
+    def evaluate(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """RLlib's evaluation, with the Q^c shift of ``cost_calibration`` set first on every learner (whose weights
+        the evaluation runners then receive): ``calibrate_cost_critic``."""
+        self.calibrate_cost_critic()
+        return super().evaluate(*args, **kwargs)
+
+    def calibrate_cost_critic(self) -> float:
+        """Sets the learners' Q^c shift by ``config.cost_calibration`` from the critic's bias on the dataset
+        (``core.calibration.calibrate_cost_critic``; every learner holds the whole dataset and the same weights, so
+        each computes the same shift). Returns it."""
+        mode = self.config.cost_calibration
+        results = self.learner_group.foreach_learner(lambda learner: learner.calibrate_cost_critic(mode))
+        shift = [result.get() for result in results][0]
+        logger.info("cost calibration %r: the switching rule reads Q^c - %.4g", mode, shift)
+        return shift

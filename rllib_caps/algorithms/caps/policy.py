@@ -72,14 +72,15 @@ class CAPSPolicy(DeployedPolicy, CriticVariantsAPI, CostCriticAPI):
             raise ValueError(f"head_selection must be one of {HEAD_SELECTIONS}, got {selection!r}")
         self.module.head_selection = selection
 
-    @torch.no_grad()
     def predicted_cost(self, obs: np.ndarray, actions: np.ndarray, steps: np.ndarray) -> np.ndarray:
-        step = torch.as_tensor(np.asarray(steps), dtype=torch.float64)
-        critic_obs = self.module.critic_input(torch.as_tensor(np.asarray(obs, np.float32)), step)
-        return self.module.cost_q(critic_obs, torch.as_tensor(np.asarray(actions, np.float32))).numpy()
+        return self.module.predicted_cost(obs, actions, steps)
 
-    def shift_cost(self, offset: float) -> None:
-        self.module.cost_offset += offset
+    @property
+    def cost_shift(self) -> float:
+        return self.module.cost_shift
+
+    def set_cost_shift(self, shift: float) -> None:
+        self.module.set_cost_shift(shift)
 
     def evaluate_critics(self, dataset: Any, task: Any, thresholds: Sequence[float], episodes: int,
                          critics: Sequence[str], settings: FQESettings, *, seed: int = 0,

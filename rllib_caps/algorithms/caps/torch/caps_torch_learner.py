@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.typing import ModuleID, ParamDict, StateDict
@@ -12,6 +13,7 @@ from ray.rllib.utils.typing import ModuleID, ParamDict, StateDict
 from rllib_caps.algorithms.caps.keys import NEXT_PI_NOISE, PI_NOISE
 from rllib_caps.algorithms.caps.losses import caps_iql_losses
 from rllib_caps.algorithms.caps.sacbc_losses import caps_sacbc_losses
+from rllib_caps.core.calibration import CALIBRATION_COLUMNS, calibrate_cost_critic
 from rllib_caps.core.learner import OfflineSafeLearner
 from rllib_caps.core.torch_learner import OfflineSafeTorchLearner
 from rllib_caps.data import TransitionDataset, schema
@@ -64,6 +66,12 @@ class CAPSTorchLearner(OfflineSafeTorchLearner):
         if annealed:
             self._actor_lr_schedulers[module_id] = torch.optim.lr_scheduler.CosineAnnealingLR(
                 optimizers["actor"], T_max=ACTOR_LR_COSINE_STEPS)
+
+    def calibrate_cost_critic(self, mode: str) -> float:
+        """Sets the module's Q^c shift by ``mode`` from its critic's bias on this learner's dataset
+        (``core.calibration.calibrate_cost_critic``); returns the shift."""
+        columns = {name: self.dataset.tensors[name].cpu().numpy() for name in CALIBRATION_COLUMNS}
+        return calibrate_cost_critic(self.module[DEFAULT_MODULE_ID], columns, mode)
 
     @override(OfflineSafeLearner)
     def draw_minibatch(self, batch_size: int, generator: torch.Generator) -> dict[str, torch.Tensor]:

@@ -5,12 +5,15 @@ from __future__ import annotations
 import math
 from typing import Any, Protocol
 
+import numpy as np
+
 import torch
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.utils import make_target_network
 from ray.rllib.core.rl_module.apis import TargetNetworkAPI
 from ray.rllib.core.rl_module.torch import TorchRLModule
 from ray.rllib.utils.annotations import override
+from ray.rllib.utils.typing import StateDict
 from torch import nn
 
 from rllib_caps.algorithms.caps.default_caps_rl_module import DefaultCAPSRLModule
@@ -47,6 +50,7 @@ from rllib_caps.algorithms.caps.keys import (
 from rllib_caps.algorithms.caps.sacbc_losses import SAC_LOG_STD_MAX, SAC_LOG_STD_MIN, squashed_gaussian_sample
 from rllib_caps.algorithms.caps.switching import select_heads
 from rllib_caps.core.budget import remaining_budget_threshold
+from rllib_caps.core.calibration import CostCriticAPI
 from rllib_caps.core.cost_threshold_api import CostThresholdAPI
 from rllib_caps.core.keys import COST_SPENT, HEAD, PREDICTED_COST, STEP
 from rllib_caps.core.nets import MLPPair, TwinQ, frozen_call, mlp
@@ -107,7 +111,7 @@ class MultiHeadActor(nn.Module):
         return self.log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
 
 
-class DefaultCAPSTorchRLModule(OfflineTorchRLModule, DefaultCAPSRLModule):
+class DefaultCAPSTorchRLModule(OfflineTorchRLModule, DefaultCAPSRLModule, CostCriticAPI):
     framework: str = "torch"
 
     @override(TorchRLModule)
@@ -118,7 +122,7 @@ class DefaultCAPSTorchRLModule(OfflineTorchRLModule, DefaultCAPSRLModule):
         hidden = list(cfg["hidden"])
         self.num_heads = int(cfg["num_heads"])
         self.gamma = float(cfg["gamma"])
-        self.cost_gamma = float(cfg.get("cost_gamma", self.gamma))  # checkpoints before cost_gamma: γ
+        self._cost_gamma = float(cfg.get("cost_gamma", self.gamma))  # checkpoints before cost_gamma: γ
         self.horizon = int(cfg["horizon"])
         # +1: cost critics hold +c (paper); -1: they hold -c (authors' code). Q^c in cost units is sign * q.
         self.cost_sign = -1.0 if cfg["cost_maximize"] else 1.0
@@ -132,9 +136,10 @@ class DefaultCAPSTorchRLModule(OfflineTorchRLModule, DefaultCAPSRLModule):
         self.backbone = cfg.get("backbone", "iql")
         self.clamp_cost_q = bool(cfg.get("clamp_cost_q", False))
         self.head_selection = cfg.get("head_selection", "q_reward")  # checkpoints from before it: the paper's
-        # Subtracted from Q^c where the rule reads it (CAPSPolicy.shift_cost, a deployment-time calibration); not
-        # saved with the module state.
-        self.register_buffer("cost_offset", torch.zeros(()), persistent=False)
+        # Subtracted from Q^c where the rule reads it (``set_cost_shift``: the calibration of
+        # ``core.calibration``, set before each evaluation by ``CAPS.evaluate`` or at deployment); saved with the
+        # module state, so evaluation runners, checkpoints and exports act with it.
+        self.register_buffer("cost_offset", torch.zeros(()))
 
         std = "state" if self.backbone == "sacbc" else "learned" if cfg["learn_std"] else "fixed"
         self.actor = MultiHeadActor(obs_dim + int(self.actor_time), act_dim, hidden, self.num_heads,
@@ -179,6 +184,33 @@ class DefaultCAPSTorchRLModule(OfflineTorchRLModule, DefaultCAPSRLModule):
         qr1, qr2 = self.qr_target(obs, actions)
         qc1, qc2 = self.qc_target(obs, actions)
         return {QR_TARGET_PREDS: qr1, QR_TARGET_TWIN_PREDS: qr2, QC_TARGET_PREDS: qc1, QC_TARGET_TWIN_PREDS: qc2}
+
+    @property
+    @override(CostCriticAPI)
+    def cost_gamma(self) -> float:
+        return self._cost_gamma
+
+    @torch.no_grad()
+    @override(CostCriticAPI)
+    def predicted_cost(self, obs: np.ndarray, actions: np.ndarray, steps: np.ndarray) -> np.ndarray:
+        device = self.cost_offset.device
+        step = torch.as_tensor(np.asarray(steps), dtype=torch.float64, device=device)
+        critic_obs = self.critic_input(torch.as_tensor(np.asarray(obs, np.float32), device=device), step)
+        return self.cost_q(critic_obs, torch.as_tensor(np.asarray(actions, np.float32), device=device)).cpu().numpy()
+
+    @property
+    @override(CostCriticAPI)
+    def cost_shift(self) -> float:
+        return float(self.cost_offset)
+
+    @override(CostCriticAPI)
+    def set_cost_shift(self, shift: float) -> None:
+        self.cost_offset.fill_(shift)
+
+    @override(TorchRLModule)
+    def set_state(self, state: StateDict) -> None:
+        """RLlib's, for checkpoints from before the saved Q^c shift too (they act with none)."""
+        super().set_state({"cost_offset": torch.zeros(())} | state)
 
     @override(CostThresholdAPI)
     def set_cost_threshold(self, threshold: float) -> None:
