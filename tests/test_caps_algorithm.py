@@ -11,6 +11,7 @@ import torch
 
 from rllib_caps.algorithms.caps.policy import CAPSPolicy
 from rllib_caps.algorithms.registry import build_config
+from rllib_caps.core.calibration import dataset_calibration
 from rllib_caps.core.rollout import evaluate_policy
 from rllib_caps.data import TransitionDataset
 from rllib_caps.envs.tasks import get_task
@@ -43,6 +44,13 @@ def test_train_evaluates_every_threshold_reproducibly_and_checkpoint_round_trips
         assert r["normalized_cost"] == pytest.approx(r["cost"] / r["threshold"])
         # Q^c at each episode's first step against the cost then incurred, discounted (γ_c < 1, costs ≥ 0)
         assert np.isfinite(r["predicted_cost"]) and 0.0 <= r["discounted_cost"] <= r["cost"]
+    # Before evaluating, the learner shifted Q^c by the default "pessimism" calibration (max(bias as trained, 0) on
+    # the dataset), and every evaluation runner acted with that shift.
+    columns = {k: v.numpy() for k, v in TransitionDataset.from_parquet(BUNDLED).tensors.items()}
+    shift, bias = algo.get_module().cost_shift, dataset_calibration(algo.get_module(), columns, bins=1).bias
+    assert (shift == 0.0 and bias <= 0.0) or (shift > 0.0 and abs(bias) < 1e-3 * shift)
+    runner_shifts = algo.eval_env_runner_group.foreach_env_runner(lambda er: er.module.cost_shift)
+    assert runner_shifts and all(s == pytest.approx(shift) for s in runner_shifts)
     again = algo.evaluate()["dsrl"]
     for key, r in caps["thresholds"].items():
         assert again["thresholds"][key]["reward"] == pytest.approx(r["reward"])

@@ -36,6 +36,7 @@ from cmdp import CMDP, cost_optimal_policy, optimal_cost, policy_cost, random_cm
 
 from rllib_caps.algorithms.caps.switching import HEAD_SELECTIONS, select_heads
 from rllib_caps.core.budget import remaining_budget_threshold
+from rllib_caps.core.calibration import calibration_shift
 
 KAPPAS = (0.0, 1.0, 2.5, 4.0, 6.0, 9.0)
 GAMMAS = (0.9, 0.99)
@@ -384,3 +385,62 @@ def test_infinite_critic_needs_the_factor_more_budget_at_constant_rate(t: int, f
         thr = production_threshold(spent + scale * n, [spent], t, horizon, gamma)[0]
         assert np.all(q[t] < thr) == finite_ok
         assert np.all(q_inf < thr) == infinite_ok
+
+
+# ------------------------------------- 4. the calibrated critic (core.calibration, docs/paper.md "Calibrated Q^c")
+def behaviour_bias(inst: Instance, behaviour: np.ndarray, q_critic: np.ndarray) -> float:
+    """``calibrate``'s bias on an unlimited dataset of a behaviour policy β's episodes (uniform start states):
+    the mean over β's occupancy of ``q_critic_t(s, β_t(s)) − Q^{β,γ}_t(s, β_t(s))``, the realised discounted
+    cost-to-go in expectation. ``behaviour``: β's action at (t, s), (T, S)."""
+    m, states = inst.m, np.arange(inst.m.n_states)
+    q_beta, v_beta = np.zeros_like(inst.q), np.zeros(m.n_states)
+    for t in reversed(range(m.horizon)):
+        q_beta[t] = m.step_cost + inst.gamma * (m.transitions @ v_beta)
+        v_beta = q_beta[t][states, behaviour[t]]
+    occupancy, error = np.full(m.n_states, 1.0 / m.n_states), 0.0
+    for t in range(m.horizon):
+        a = behaviour[t]
+        error += occupancy @ (q_critic[t][states, a] - q_beta[t][states, a])
+        occupancy = occupancy @ m.transitions[states, a]
+    return float(error / m.horizon)
+
+
+def admissible(inst: Instance, kappa: float, q_critic: np.ndarray) -> bool:
+    """κ-admissibility of the rule reading ``q_critic``: ``Q^γ_t(s, π) <= max{V^γ_t(s), thr_t}`` everywhere
+    reachable (section 2)."""
+    actions, _, thr = caps_decisions(inst, kappa, q_critic=q_critic)
+    m = inst.m
+    for t in range(m.horizon):
+        ok = reachable(m, t)
+        q_taken = inst.q[t][np.arange(m.n_states)[:, None], actions[t]]
+        if np.any((q_taken - np.maximum(inst.v[t][:, None], thr[t]))[:, ok] > TOL):
+            return False
+    return True
+
+
+@pytest.mark.parametrize("gamma", GAMMAS)
+@pytest.mark.parametrize("stochastic", [False, True], ids=["deterministic", "stochastic"])
+def test_pessimism_calibration_keeps_an_exact_critic_and_admissibility_under_constant_pessimism(
+        stochastic: bool, gamma: float) -> None:
+    """The exact ``Q^γ`` is cost-optimal, so on any behaviour's data its bias is <= 0 and the "pessimism" shift is 0:
+    the rule, and every result above, is unchanged. A critic pessimistic by a constant δ > 0 is shifted by
+    ``max(δ + bias(Q^γ), 0) <= δ`` and stays ``>= Q^γ`` with the same ranking, so the rule stays κ-admissible;
+    "mean" calibration (shift ``δ + bias(Q^γ)``, maybe < 0) leaves ``Q^γ − bias(Q^γ) >= Q^γ``, admissible too. A critic optimistic by δ is left as trained by "pessimism" (only "mean"
+    lifts it back above ``Q^γ``), and then admissibility fails somewhere: that case has no guarantee."""
+    rng = np.random.default_rng(14)
+    optimistic_failures = 0
+    for inst in make_instances(seed=14, count=20, gamma=gamma, stochastic=stochastic):
+        behaviour = rng.integers(0, inst.m.n_actions, size=(inst.m.horizon, inst.m.n_states))
+        exact_bias = behaviour_bias(inst, behaviour, inst.q)
+        assert exact_bias <= TOL and calibration_shift(exact_bias, "pessimism") <= TOL
+        for delta in (0.5, 2.0):
+            for mode in ("pessimism", "mean"):
+                shift = calibration_shift(behaviour_bias(inst, behaviour, inst.q + delta), mode)
+                assert shift <= delta + TOL and (shift >= 0.0 or mode == "mean")  # critic stays >= Q^γ
+                assert all(admissible(inst, kappa, inst.q + delta - shift) for kappa in KAPPAS)
+            optimistic = inst.q - delta
+            shift = calibration_shift(behaviour_bias(inst, behaviour, optimistic), "mean")
+            assert shift <= -delta + TOL and all(admissible(inst, kappa, optimistic - shift) for kappa in KAPPAS)
+            assert calibration_shift(behaviour_bias(inst, behaviour, optimistic), "pessimism") == 0.0
+            optimistic_failures += sum(not admissible(inst, kappa, optimistic) for kappa in KAPPAS)
+    assert optimistic_failures > 0
