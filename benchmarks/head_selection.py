@@ -7,14 +7,16 @@
         --reference DroneRun=authors-s0.json DroneRun=authors-s10.json
 
 Arms: the selection (``q_reward``, the paper's; ``head_order``) × the cost critic (as trained; ``+calibrated``,
-shifted by its bias on the training data, ``calibrate_cost_critic`` mode "mean"; ``+pessimism``, shifted by that bias
-only where it is > 0, mode "pessimism", an arm added after the first four were measured). A ``+pessimism`` arm is not
-rolled out again: its shift is the ``+calibrated`` one where that is > 0 and none otherwise, so with the same module
-and episode seeds its figures are exactly one of those two arms' (``with_pessimism_arms``). The rule (docs/paper.md, "Calibrated Q^c"), fixed before
-the measurements: an arm qualifies if it is safe (normalised cost ≤ 1) at every (dataset, seed, κ); among
-qualifying arms the default is the one with the highest mean over datasets of (its mean normalised reward ÷ the
-authors' code's on that dataset); if none beats the paper's arm by that measure, the paper's stays. A reference
-JSON has ``mean_nr`` (the mean normalised reward over κ of one seed), as ``arms`` writes per arm.
+shifted by its bias on the training data, ``calibrate_cost_critic`` mode "mean"; ``+pessimism``, shifted by that
+bias only where it is > 0, mode "pessimism", an arm added after the first four were measured). A ``+pessimism`` arm
+is not rolled out again: its shift is the ``+calibrated`` one where that is > 0 and none otherwise, so with the same
+module and episode seeds its figures are exactly one of those two arms' (``with_pessimism_arms``).
+
+The rule (docs/paper.md, "Calibrated Q^c"), fixed before the measurements: an arm qualifies if it is safe
+(normalised cost ≤ 1) at every (dataset, seed, κ); among qualifying arms the default is the one with the highest
+mean over datasets of (its mean normalised reward ÷ the authors' code's on that dataset); if none beats the paper's
+arm by that measure, the paper's stays. A reference is a run's JSON with ``mean_nr`` (the mean normalised reward
+over κ of one seed, as ``arms`` writes per arm) or ``mean_normalized_reward`` (the authors' code), or a number.
 """
 
 from __future__ import annotations
@@ -94,17 +96,52 @@ def apply_rule(arms: Mapping[str, Sequence[Mapping[str, dict]]], reference: Mapp
     return (best if beats_paper else PAPER_ARM), verdict
 
 
-def _pairs(values: Sequence[str], flag: str) -> dict[str, list[dict]]:
-    grouped: dict[str, list[dict]] = defaultdict(list)
+def per_seed_table(arms: Mapping[str, Sequence[Mapping[str, dict]]], reference: Mapping[str, Sequence[float]]) -> str:
+    """Markdown: per dataset and seed (in the order given), each arm's mean normalised reward / largest normalised
+    cost, and the authors' code's mean normalised reward; the last column is the mean over seeds."""
+    lines = ["| dataset | arm | " + " | ".join(f"seed {i + 1}" for i in range(max(map(len, arms.values()))))
+             + " | mean |", "|---|---|" + "---:|" * (max(map(len, arms.values())) + 1)]
+    for dataset in sorted(arms):
+        seeds = arms[dataset]
+        for arm in ARMS:
+            cells = [f"{seed[arm]['mean_nr']:.3f} / {seed[arm]['max_nc']:.2f}" for seed in seeds]
+            mean = np.mean([seed[arm]["mean_nr"] for seed in seeds])
+            lines.append(f"| {dataset} | {arm} | " + " | ".join(cells) + f" | {mean:.3f} |")
+        authors = reference.get(dataset, [])
+        lines.append(f"| {dataset} | authors' code | " + " | ".join(f"{nr:.3f}" for nr in authors)
+                     + f" | {np.mean(authors):.3f} |")
+    return "\n".join(lines)
+
+
+def reference_reward(run: dict | float) -> float:
+    """A reference seed's mean normalised reward: a number as given (a published figure), or from a JSON's
+    ``mean_nr`` (as ``arms`` writes) or ``mean_normalized_reward`` (the authors' code's run)."""
+    if isinstance(run, float):
+        return run
+    return float(run["mean_nr"] if "mean_nr" in run else run["mean_normalized_reward"])
+
+
+def _pairs(values: Sequence[str], flag: str) -> dict[str, list]:
+    """``DATASET=FILE.json`` (or, for ``--reference``, ``DATASET=0.201``) pairs, grouped by dataset."""
+    grouped: dict[str, list] = defaultdict(list)
     for value in values:
         dataset, sep, path = value.partition("=")
         if not sep:
             raise SystemExit(f"error: {flag} {value}: expected DATASET=FILE.json")
         try:
-            grouped[dataset].append(json.loads(Path(path).read_text()))
+            grouped[dataset].append(float(path) if flag == "--reference" and _is_number(path)
+                                    else json.loads(Path(path).read_text()))
         except (OSError, ValueError) as err:
             raise SystemExit(f"error: {flag} {value}: {err}") from err
     return dict(grouped)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -118,7 +155,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     arms.add_argument("--out", type=Path, required=True, help="JSON to write")
     rule = commands.add_parser("rule", help="apply the rule to arms JSONs and the authors' reference JSONs")
     rule.add_argument("--arms", nargs="+", required=True, metavar="DATASET=FILE.json")
-    rule.add_argument("--reference", nargs="+", required=True, metavar="DATASET=FILE.json")
+    rule.add_argument("--reference", nargs="+", required=True, metavar="DATASET=FILE.json|NUMBER",
+                      help="the authors' code per seed: its run's JSON, or a published mean normalised reward")
     args = parser.parse_args(argv)
     if args.command == "arms":
         from rllib_caps.utils.atomic import atomic_file
@@ -129,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     measured = {dataset: [with_pessimism_arms(seed) for seed in seeds]
                 for dataset, seeds in _pairs(args.arms, "--arms").items()}
-    reference = {dataset: [run["mean_nr"] for run in runs]
+    reference = {dataset: [reference_reward(run) for run in runs]
                  for dataset, runs in _pairs(args.reference, "--reference").items()}
     try:
         default, verdict = apply_rule(measured, reference)
@@ -137,6 +175,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     datasets = sorted(measured)
+    print(per_seed_table(measured, reference))
+    print()
     print("| arm | safe everywhere | " + " | ".join(f"{d} ÷ authors" for d in datasets) + " | score |")
     print("|---|---|" + "---:|" * (len(datasets) + 1))
     for arm, v in verdict.items():

@@ -19,7 +19,8 @@ def seed(shift: float = 0.0, **arms: tuple[float, float]) -> dict[str, dict]:
             for arm, (nr, nc) in values.items()}
 
 
-@pytest.mark.parametrize(("shift", "source"), [(2.5, "head_order+calibrated"), (-2.5, "head_order"), (0.0, "head_order")])
+@pytest.mark.parametrize(("shift", "source"),
+                         [(2.5, "head_order+calibrated"), (-2.5, "head_order"), (0.0, "head_order")])
 def test_a_pessimism_arm_is_the_calibrated_arm_where_the_critic_was_pessimistic_else_the_uncalibrated(
         shift: float, source: str) -> None:
     measured = {arm: row for arm, row in seed(shift, head_order=(0.2, 0.5), head_order_cal=(0.4, 0.7)).items()
@@ -55,6 +56,10 @@ def test_the_paper_arm_stays_on_a_tie_and_a_dataset_without_reference_is_an_erro
     arms.write_text(json.dumps(seed(head_order=(0.3, 0.5))))
     ref.write_text(json.dumps({"mean_nr": 0.2}))
     assert main(["rule", "--arms", f"A={arms}", "--reference", f"A={ref}"]) == 0
-    assert "default by the rule: head_order" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "default by the rule: head_order" in printed and "| A | head_order | 0.300 / 0.50 | 0.300 |" in printed
+    ref.write_text(json.dumps({"mean_normalized_reward": 0.3}))  # the authors' code's run; a number: a published one
+    assert main(["rule", "--arms", f"A={arms}", "--reference", f"A={ref}", "A=0.1"]) == 0
+    assert "| A | authors' code | 0.300 | 0.100 | 0.200 |" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="--arms A: expected DATASET=FILE.json"):
         main(["rule", "--arms", "A", "--reference", f"A={ref}"])

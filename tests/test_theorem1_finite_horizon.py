@@ -425,7 +425,8 @@ def test_pessimism_calibration_keeps_an_exact_critic_and_admissibility_under_con
     """The exact ``Q^γ`` is cost-optimal, so on any behaviour's data its bias is <= 0 and the "pessimism" shift is 0:
     the rule, and every result above, is unchanged. A critic pessimistic by a constant δ > 0 is shifted by
     ``max(δ + bias(Q^γ), 0) <= δ`` and stays ``>= Q^γ`` with the same ranking, so the rule stays κ-admissible;
-    "mean" calibration (shift ``δ + bias(Q^γ)``, maybe < 0) leaves ``Q^γ − bias(Q^γ) >= Q^γ``, admissible too. A critic optimistic by δ is left as trained by "pessimism" (only "mean"
+    "mean" calibration (shift ``δ + bias(Q^γ)``, maybe < 0) leaves ``Q^γ − bias(Q^γ) >= Q^γ``, admissible too.
+    A critic optimistic by δ is left as trained by "pessimism" (only "mean"
     lifts it back above ``Q^γ``), and then admissibility fails somewhere: that case has no guarantee."""
     rng = np.random.default_rng(14)
     optimistic_failures = 0

@@ -6,7 +6,6 @@ import math
 from typing import Any, Protocol
 
 import numpy as np
-
 import torch
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.utils import make_target_network
