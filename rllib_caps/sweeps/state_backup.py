@@ -76,10 +76,11 @@ def keep_checkpoint(experiment_dir: Path, checkpoint: Path) -> None:
         raise OSError(f"{target}: {err}") from err
 
 
-def _linked(experiment_dir: Path) -> list[Path]:
-    """The checkpoints with links in ``KEPT_CHECKPOINTS``, relative to ``experiment_dir``."""
+def _deleted_but_kept(experiment_dir: Path) -> list[Path]:
+    """The checkpoints with links in ``KEPT_CHECKPOINTS`` that Tune has deleted, relative to ``experiment_dir``."""
     kept = experiment_dir / KEPT_CHECKPOINTS
-    return [linked.relative_to(kept) for linked in kept.glob("*/checkpoint_*")]
+    linked = (path.relative_to(kept) for path in kept.glob("*/checkpoint_*"))
+    return [checkpoint for checkpoint in linked if not (experiment_dir / checkpoint).exists()]
 
 
 def back_up_state(experiment_dir: Path, gone_before: frozenset[Path] = frozenset()) -> frozenset[Path] | None:
@@ -103,7 +104,7 @@ def back_up_state(experiment_dir: Path, gone_before: frozenset[Path] = frozenset
         return None
     for checkpoint in gone_before:
         shutil.rmtree(experiment_dir / KEPT_CHECKPOINTS / checkpoint, ignore_errors=True)
-    return frozenset(c for c in _linked(experiment_dir) if not (experiment_dir / c).exists())
+    return frozenset(_deleted_but_kept(experiment_dir))
 
 
 def repair_state(experiment_dir: Path) -> list[Path]:
@@ -120,7 +121,7 @@ def repair_state(experiment_dir: Path) -> list[Path]:
                          "start a new sweep with another --name, or report them with `python -m rllib_caps.report`")
     for name, data in backup.items():
         (experiment_dir / name).write_bytes(data)
-    deleted = [checkpoint for checkpoint in _linked(experiment_dir) if not (experiment_dir / checkpoint).exists()]
+    deleted = _deleted_but_kept(experiment_dir)
     for checkpoint in deleted:
         _hard_link_tree(experiment_dir / KEPT_CHECKPOINTS / checkpoint, experiment_dir / checkpoint)
     logger.warning("--resume: %s truncated or corrupt (was --storage full?); put back the last good copy of Tune's "
