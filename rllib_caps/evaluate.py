@@ -179,8 +179,8 @@ def main(argv: list[str] | None = None) -> int:
         output["calibration"] = calibration.as_dict()
         try:
             with atomic_file(args.calibration) as tmp:
-                plot_calibration(calibration, tmp, f"{task.name}: cost critic on its dataset ({calibration.rows:,} "
-                                 "rows)")
+                plot_calibration({"": calibration}, tmp,
+                                 f"{task.name}: cost critic on its dataset ({calibration.rows:,} rows)")
         except OutputNotWritableError as err:
             print(f"error: --calibration: {err}", file=sys.stderr)
             return 2

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import textwrap
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -164,17 +164,19 @@ def plot_head_usage(rows: Sequence[Row], path: Path) -> None:
     _save(fig, path, f"{_subject(rows)}: head usage per threshold (blue: reward head 0 … red: cost head K−1)")
 
 
-def plot_calibration(calibration: Calibration, path: Path, title: str) -> None:
-    """Reliability diagram of a cost critic: per quantile bin of the prediction, the mean realised discounted
-    cost-to-go against the mean prediction, the diagonal of a calibrated critic, and the bias, centred RMSE and
-    correlation in the legend."""
+def plot_calibration(calibrations: Mapping[str, Calibration], path: Path, title: str) -> None:
+    """Reliability diagram of cost critics (label -> calibration): per quantile bin of the prediction, the mean
+    realised discounted cost-to-go against the mean prediction, the diagonal of a calibrated critic, and each
+    critic's bias, centred RMSE and correlation in the legend."""
     fig, ax = plt.subplots(figsize=(4.8, 4.2))
-    low = min(0.0, *calibration.bin_predicted, *calibration.bin_realised)
-    high = max(*calibration.bin_predicted, *calibration.bin_realised, low + 1e-9)
+    values = [v for c in calibrations.values() for v in (*c.bin_predicted, *c.bin_realised)]
+    low = min(0.0, *values)
+    high = max(*values, low + 1e-9)
     ax.plot([low, high], [low, high], color="grey", linestyle=":", label="calibrated")
-    ax.plot(calibration.bin_predicted, calibration.bin_realised, marker="o",
-            label=f"bias {calibration.bias:+.3g}, centred RMSE {calibration.centred_rmse:.3g}, "
-                  f"r {calibration.correlation:.2f}")
+    for label, c in calibrations.items():
+        ax.plot(c.bin_predicted, c.bin_realised, marker="o",
+                label=f"{label}{': ' if label else ''}bias {c.bias:+.3g}, centred RMSE {c.centred_rmse:.3g}, "
+                      f"r {c.correlation:.2f}")
     ax.set_xlabel(r"predicted $Q^c(s, a)$, bin mean")
     ax.set_ylabel("realised discounted cost-to-go, bin mean")
     ax.legend(fontsize="small", loc="upper left")

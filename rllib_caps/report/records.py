@@ -42,6 +42,12 @@ def trial_seed(params: Mapping[str, Any]) -> int:
     return int(params["seed"]) if "seed" in params else int(params["seeds"][params.get(TRIAL_INDEX, 0)])
 
 
+def trial_data(params: Mapping[str, Any]) -> Path | None:
+    """The converted dataset a trial trained on: its setup's ``data_root`` / task (None where not recorded)."""
+    root = (params.get("setup") or {}).get("data_root")
+    return None if root is None else Path(root) / params["task"]
+
+
 @dataclass(frozen=True)
 class TrialRecord:
     """One finished trial: what it trained and its evaluation (the ``evaluation/dsrl`` results schema)."""
@@ -58,6 +64,7 @@ class TrialRecord:
     backbone: str = AXIS_DEFAULTS["backbone"]
     actor: str = AXIS_DEFAULTS["actor"]  # "shared" or "separate" actor bodies
     critic: str = AXIS_DEFAULTS["critic"]  # the critics the switching rule read in this evaluation
+    data: Path | None = None  # the converted dataset it trained on (setup's data_root / task), where recorded
 
     @property
     def suite(self) -> str:
@@ -171,5 +178,6 @@ def load_trials(experiment_dir: str | Path) -> tuple[list[TrialRecord], list[Pat
                                        evaluation=evaluation, trial_dir=trial_dir,
                                        checkpoint=latest_checkpoint(trial_dir),
                                        backbone=params.get("backbone", AXIS_DEFAULTS["backbone"]),
-                                       actor=params.get("actor", AXIS_DEFAULTS["actor"]), critic=critic))
+                                       actor=params.get("actor", AXIS_DEFAULTS["actor"]), critic=critic,
+                                       data=trial_data(params)))
     return records, unfinished

@@ -15,6 +15,9 @@ EXPERIMENT_DIR/report/ atomically:
 - ``ablation_<axis>.{md,csv,tex}`` for every ablation axis the sweep varies (K, actors, backbone, critics;
   ``rllib_caps.report.ablations``): mean ± 95% CI over seeds per task, with safe marks.
 - ``reward_cost.png``, ``kappa.png``, ``head_usage.png`` (see ``rllib_caps.report.plots``).
+- ``calibration.md`` and ``calibration_<Task>.png`` where trials switch on a cost critic (CAPS): its Q^c on the
+  trial's dataset against the realised discounted cost-to-go, with the shift it acts with
+  (``rllib_caps.report.critic_calibration``).
 - ``learning_<Task>.png`` per task: training losses and the evaluations during training (``--eval-every``)
   against gradient steps, per seed and their mean (``rllib_caps.report.curves``).
 """
@@ -38,6 +41,7 @@ from rllib_caps.report.cost_limits import (
     evaluate_cost_limits,
     format_cost_limits,
 )
+from rllib_caps.report.critic_calibration import TrialCalibration, calibrate_trials, format_calibrations
 from rllib_caps.report.curves import load_curves
 from rllib_caps.report.records import REPORT_DIR, ReportError, load_trials
 from rllib_caps.report.tables import MainTable, format_csv, format_latex, format_markdown, summarize
@@ -54,7 +58,8 @@ class Report:
 
 def build_markdown(table: MainTable, unfinished: Sequence[Path], cost_limits: CostLimitTable | None,
                    ablations: Sequence[AblationTable] = (),
-                   skipped_checkpoints: Mapping[str, str] | None = None) -> str:
+                   skipped_checkpoints: Mapping[str, str] | None = None,
+                   calibrations: Sequence[TrialCalibration] = ()) -> str:
     algos = sorted({get_algorithm(r.algo).display_name for r in table.rows})
     title = algos[0] if len(algos) == 1 else "Main table"
     parts = [f"## {title}: normalised reward and cost", "", format_markdown(table, ci=True)]
@@ -71,6 +76,8 @@ def build_markdown(table: MainTable, unfinished: Sequence[Path], cost_limits: Co
     if skipped_checkpoints:
         parts += ["", f"{len(skipped_checkpoints)} checkpoint(s) failed their integrity check and are left out of "
                   "the cost-limit table: " + "; ".join(skipped_checkpoints.values())]
+    if calibrations:
+        parts += ["", "## Cost critic on its dataset", "", format_calibrations(calibrations)]
     return "\n".join(parts)
 
 
@@ -79,7 +86,13 @@ def write_report(experiment_dir: str | Path, *, out: str | Path | None = None, f
     """Writes the tables and plots into ``out`` (default EXPERIMENT_DIR/report, which is always rewritten)
     atomically; an existing ``out`` elsewhere is replaced only with ``force``, and one that cannot be written is
     refused before any work. ``verify=False`` loads the cost-limit checkpoints without their manifest check."""
-    from rllib_caps.report.plots import plot_head_usage, plot_kappa, plot_learning_curves, plot_reward_cost
+    from rllib_caps.report.plots import (
+        plot_calibration,
+        plot_head_usage,
+        plot_kappa,
+        plot_learning_curves,
+        plot_reward_cost,
+    )
 
     experiment_dir = Path(experiment_dir).resolve()
     if not experiment_dir.is_dir():
@@ -102,7 +115,8 @@ def write_report(experiment_dir: str | Path, *, out: str | Path | None = None, f
         evaluations, skipped = evaluate_cost_limits(deployed, episodes, jobs, verify=verify)
         limits_table = cost_limit_table(deployed, evaluations)
     ablations = ablation_tables(records)
-    markdown = build_markdown(table, unfinished, limits_table, ablations, skipped)
+    calibrations = calibrate_trials(deployed, verify=verify)
+    markdown = build_markdown(table, unfinished, limits_table, ablations, skipped, calibrations)
     try:
         with atomic_directory(out_dir, force=force) as tmp:
             (tmp / "report.md").write_text(markdown + "\n")
@@ -121,6 +135,12 @@ def write_report(experiment_dir: str | Path, *, out: str | Path | None = None, f
             plot_head_usage(table.rows, tmp / "head_usage.png")
             for task, lines in load_curves(deployed).items():
                 plot_learning_curves(task, lines, tmp / f"learning_{task}.png")
+            if calibrations:
+                (tmp / "calibration.md").write_text(format_calibrations(calibrations) + "\n")
+            for task in dict.fromkeys(item.record.task for item in calibrations):
+                plot_calibration({f"{i.record.config} seed {i.record.seed}": i.calibration
+                                  for i in calibrations if i.record.task == task},
+                                 tmp / f"calibration_{task}.png", f"{task}: cost critic on its dataset")
     except OutputExistsError as err:
         raise ReportError(str(err)) from err
     return Report(markdown=markdown, out_dir=out_dir, unfinished=unfinished)
