@@ -233,6 +233,17 @@ def test_sweep_over_two_tasks_and_two_seeds_reports_every_row(ray_address: str, 
     report = write_report(experiment)
     assert "| BallCircle |" in report.markdown and "| BallRun |" in report.markdown
     assert "safe tasks" in report.markdown
+    # The cost critic of every trial on its own dataset, with the shift its training's calibration left
+    # ("pessimism": max(bias as trained, 0), so what remains is no pessimism).
+    assert "## Cost critic on its dataset" in report.markdown
+    rows = [line.split(" | ") for line in (report.out_dir / "calibration.md").read_text().splitlines()
+            if line.startswith("| Ball")]
+    assert sorted((row[0][2:], int(row[2])) for row in rows) == [("BallCircle", 0), ("BallCircle", 1),
+                                                                  ("BallRun", 0), ("BallRun", 1)]
+    for row in rows:
+        shift, bias = float(row[3]), float(row[6])
+        assert shift >= 0.0 and (bias <= 0.0 or abs(bias) < 1e-2 * max(shift, 1.0))
+    assert all((report.out_dir / f"calibration_{task}.png").stat().st_size > 0 for task in ("BallCircle", "BallRun"))
     with pytest.raises(SweepError, match="already exists: continue it with --resume"):
         run_sweep(options)
 
@@ -269,6 +280,9 @@ def test_three_algorithm_sweep_reports_every_column_and_the_cost_limit_table(ray
     for results in evaluations.values():
         assert sorted(results["thresholds"], key=float) == ["5", "10", "15", "20", "30", "40"]
     assert (report.out_dir / "kappa.png").stat().st_size > 0
+    calibrated = [line for line in (report.out_dir / "calibration.md").read_text().splitlines()
+                  if line.startswith("| BallCircle")]
+    assert len(calibrated) == 1 and "| K=2 |" in calibrated[0]  # CAPS reads a cost critic; CDT and BC-Safe none
 
 
 @pytest.mark.slow
