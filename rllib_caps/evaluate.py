@@ -93,7 +93,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "(--data): 'pessimism' removes measured pessimism only (training's default), 'mean' the "
                         "bias either way, 'none' no shift (docs/paper.md, 'Calibrated Q^c'). Default: the "
                         "checkpoint's shift, set by its training's cost_calibration. The shift acted with is in the "
-                        "output (JSON key cost_shift)")
+                        "output (JSON key cost_shift; with several --critic, in the offline entry)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table (one critic: its results; "
                    "several: critic -> results)")
     p.add_argument("--out", help="also write that JSON to this file (atomically; checked before any rollout)")
@@ -168,9 +168,9 @@ def main(argv: list[str] | None = None) -> int:
                                                   fixed_head=args.head)}
         else:
             results = policy.evaluate_critics(dataset, task, thresholds, args.episodes, critics, settings, seed=seed)
+    if shift is not None and "offline" in results:  # the shift of the policy's own Q^c
+        results["offline"] = {**results["offline"], "cost_shift": shift}
     output = dict(results[critics[0]] if len(critics) == 1 else results)
-    if shift is not None:
-        output["cost_shift"] = shift
     calibration = None
     if args.calibration:
         from rllib_caps.report.plots import plot_calibration  # matplotlib, only when asked for
