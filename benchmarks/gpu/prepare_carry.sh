@@ -12,7 +12,8 @@ PLAT=(--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platfo
 # Packages the device image lacks (its own torch, numpy, pyarrow, pandas, scipy, h5py ... are used as they are).
 PKGS=(ray==2.60.0 gymnasium==1.2.2 farama-notifications==0.0.6 dm-tree==0.1.10 lz4==4.4.5 ormsgpack==1.13.1
       tensorboardX==2.6.5 pydantic==2.14.4 pydantic_core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5
-      jsonschema==4.26.0 jsonschema-specifications==2025.9.1 referencing==0.37.0 rpds-py==2026.9.1)
+      jsonschema==4.26.0 jsonschema-specifications==2025.9.1 referencing==0.37.0 rpds-py==2026.9.1
+      dsrl==0.1.0)  # dsrl: the task registry reads its infos.py (installed --no-deps, as here)
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp "${PLAT[@]}" \
     -d .whl "${PKGS[@]}"
 python3 - <<'PY'

@@ -11,7 +11,7 @@ mkdir -p "$OUT"
 PARTS=${PARTS:-"tests profile bench population grid"}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     || exit 1
-export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1 RAY_DEDUP_LOGS=0 DSRL_SUPPRESS_IMPORT_ERROR=1
+export PYTHONPATH=$PWD/benchmarks/gpu/shim:$PWD:/tmp/site PYTHONUNBUFFERED=1 RAY_DEDUP_LOGS=0 DSRL_SUPPRESS_IMPORT_ERROR=1
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$OUT/machine.txt"
 python3 -c "import torch, ray; print('torch', torch.__version__, 'ray', ray.__version__, 'cuda', torch.version.cuda)" \
     | tee -a "$OUT/machine.txt"

@@ -30,8 +30,8 @@ class NonFiniteSkip:
         self.skipped = torch.zeros(1, device=device)
 
     def attach(self, optimizers: Sequence[torch.optim.Optimizer]) -> None:
-        for optimizer in optimizers:
-            optimizer.found_inf = self.found_inf
+        for optimizer in optimizers:  # a 0-d view: fused Adam subtracts it from its 0-d step counts (torch 2.11)
+            optimizer.found_inf = self.found_inf.view(())
 
     def check(self, grads: Sequence[torch.Tensor]) -> None:
         self.found_inf.zero_()

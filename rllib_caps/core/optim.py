@@ -15,7 +15,7 @@ def adam(params: Iterable[torch.nn.Parameter], lr: float, *, weight_decay: float
     Python loop of ~6 ops per parameter, with the per-parameter arithmetic (bit-identical on CPU). ``fused=True``
     (CUDA, for a captured step) runs the update as one fused kernel whose step counter lives on the device, and it
     skips a step on the device when its ``found_inf`` tensor is set, as ``torch.amp`` uses it."""
-    kind = "fused" if fused else "foreach"
+    kind = {"fused": True, "capturable": True} if fused else {"foreach": True}
     if weight_decay is None:
-        return torch.optim.Adam(params, lr=lr, **{kind: True})
-    return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, **{kind: True})
+        return torch.optim.Adam(params, lr=lr, **kind)
+    return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, **kind)

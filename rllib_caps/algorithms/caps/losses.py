@@ -54,8 +54,9 @@ def head_weights(
     """
     a_r = reward_advantage.unsqueeze(-1)
     a_c = cost_advantage.unsqueeze(-1)
-    r = torch.as_tensor(reward_coef, dtype=a_r.dtype, device=a_r.device)
-    c = torch.as_tensor(cost_coef, dtype=a_c.dtype, device=a_c.device)
+    # Filled on the device, not copied from the host: a captured CUDA graph may not copy pageable host memory.
+    r = torch.stack([a_r.new_full((), float(x)) for x in reward_coef])
+    c = torch.stack([a_c.new_full((), float(x)) for x in cost_coef])
     if mode == "paper":
         return torch.clamp(torch.exp(beta * (r * a_r + c * a_c)), max=max_weight)
     if mode == "code":
