@@ -27,9 +27,10 @@ def bearl_training_outputs(nets: Any, batch: dict[str, torch.Tensor]) -> dict[st
            k.Q_DATA: nets.qr(obs, actions), k.QC_DATA: nets.qc(obs, actions),
            k.LOG_ALPHA: nets.duals.log_alpha, k.PID_INTEGRAL: nets.duals.pid_integral,
            k.PID_ERROR: nets.duals.pid_error}
+    # rsample under no_grad: the values sample() draws, without its check of σ on the host (a device sync)
     with torch.no_grad():
         next_rep = next_obs.repeat_interleave(n, 0)
-        next_actions = torch.tanh(nets.actor_target(next_rep).sample())
+        next_actions = torch.tanh(nets.actor_target(next_rep).rsample())
         out[k.Q_NEXT] = nets.qr_target(next_rep, next_actions).min(1).values.view(-1, size, n)
         out[k.QC_NEXT] = nets.qc_target(next_rep, next_actions).min(1).values.view(-1, size, n)
         out[VAE_SAMPLES] = nets.vae.sample_raw(obs, n)

@@ -32,6 +32,12 @@ def head_coefficients(lambdas: list[float]) -> tuple[list[float], list[float]]:
     return reward, cost
 
 
+def coefficients_like(values: list[float], like: torch.Tensor) -> torch.Tensor:
+    """``values`` as a 1-d tensor of ``like``'s dtype and device, each filled on the device rather than copied from
+    the host: a captured CUDA graph may not copy pageable host memory."""
+    return torch.stack([like.new_full((), float(x)) for x in values])
+
+
 def head_weights(
     reward_advantage: torch.Tensor,
     cost_advantage: torch.Tensor,
@@ -54,9 +60,7 @@ def head_weights(
     """
     a_r = reward_advantage.unsqueeze(-1)
     a_c = cost_advantage.unsqueeze(-1)
-    # Filled on the device, not copied from the host: a captured CUDA graph may not copy pageable host memory.
-    r = torch.stack([a_r.new_full((), float(x)) for x in reward_coef])
-    c = torch.stack([a_c.new_full((), float(x)) for x in cost_coef])
+    r, c = coefficients_like(reward_coef, a_r), coefficients_like(cost_coef, a_c)
     if mode == "paper":
         return torch.clamp(torch.exp(beta * (r * a_r + c * a_c)), max=max_weight)
     if mode == "code":

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from rllib_caps.algorithms.caps import keys as m
-from rllib_caps.algorithms.caps.losses import head_coefficients
+from rllib_caps.algorithms.caps.losses import coefficients_like, head_coefficients
 from rllib_caps.core.losses import pessimistic_twin, td_target, twin_td_loss
 from rllib_caps.core.time_limit import episode_ends
 from rllib_caps.data import schema
@@ -50,8 +50,7 @@ def head_q_values(q_reward: torch.Tensor, q_cost_goodness: torch.Tensor, lambdas
     """``Q^k = Q^r − λ_k Q^c`` per head, shape ``(B, K)``, from ``(B, K)`` inputs; ``q_cost_goodness`` is the
     cost critic oriented so that larger is cheaper (−Q^c), as everywhere in the losses."""
     reward_coef, cost_coef = head_coefficients(lambdas)
-    r = torch.as_tensor(reward_coef, dtype=q_reward.dtype, device=q_reward.device)
-    c = torch.as_tensor(cost_coef, dtype=q_reward.dtype, device=q_reward.device)
+    r, c = coefficients_like(reward_coef, q_reward), coefficients_like(cost_coef, q_reward)
     return r * q_reward + c * q_cost_goodness
 
 

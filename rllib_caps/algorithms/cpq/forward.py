@@ -25,12 +25,13 @@ def cpq_training_outputs(nets: Any, batch: dict[str, torch.Tensor]) -> dict[str,
     recon, mean, std = nets.vae(obs, actions)
     out = {k.VAE_RECON: recon, k.VAE_MEAN: mean, k.VAE_STD: std,
            k.Q_DATA: nets.qr(obs, actions), k.QC_DATA: nets.qc(obs, actions), k.LOG_ALPHA: nets.duals.log_alpha}
+    # rsample under no_grad: the values sample() draws, without its check of σ on the host (a device sync)
     with torch.no_grad():
-        next_actions = torch.tanh(nets.actor(next_obs).sample())
+        next_actions = torch.tanh(nets.actor(next_obs).rsample())
         out[k.Q_NEXT] = nets.qr_target(next_obs, next_actions).amin(dim=(0, 1))
         out[k.QC_NEXT] = nets.qc_target(next_obs, next_actions).amin(dim=(0, 1))
         # OSRL probes with the pre-tanh samples; the paper with the policy's actions.
-        samples = nets.actor(obs).sample((nets.num_samples,))
+        samples = nets.actor(obs).rsample((nets.num_samples,))
         samples = samples if nets.osrl else torch.tanh(samples)
         obs_rep = obs.unsqueeze(0).expand(nets.num_samples, -1, -1)
         out[OOD_KL] = gaussian_kl(*nets.vae.encode(obs_rep, samples))
