@@ -28,7 +28,7 @@ from rllib_caps.core.keys import TIME_LIMITS
 from rllib_caps.envs import SUITES, TaskSpec
 from rllib_caps.report.records import REPORT_DIR, load_trials
 from rllib_caps.sweeps.grid import describe_grid
-from rllib_caps.sweeps.options import SweepError, SweepOptions, option_type, resolve_options
+from rllib_caps.sweeps.options import PACK_MODES, SweepError, SweepOptions, option_type, resolve_options
 from rllib_caps.sweeps.runner import check_experiment_dir, run_sweep, start_ray
 from rllib_caps.sweeps.tracking import DEFAULT_WANDB_PROJECT, MLFLOW_DB, SQLITE
 from rllib_caps.sweeps.trials import missing_datasets, missing_datasets_message
@@ -172,6 +172,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help=f"restarts of a failing trial from its last checkpoint [{d.max_failures}]")
     g.add_argument("--checkpoint-every", type=option_type("checkpoint_every"),
                    help=f"checkpoint every N iterations (and at the end) [{d.checkpoint_every}]")
+    g.add_argument("--pack", choices=PACK_MODES,
+                   help="train the trials of one algorithm, task and K that differ only in seed (and for the "
+                        "per-κ baselines in κ) as one population, one vmapped program on one device; each stays its "
+                        "own trial in checkpoints (members/<name>/) and the report. auto: when trials train on GPUs, "
+                        f"where it measured faster (docs/performance.md) [{d.pack}]")
     g.add_argument("--fresh-actors", dest="reuse_actors", action="store_false", default=None,
                    help="start every trial in a new actor process (default: a finished trial's actor runs the next "
                         "trial with the same resources, saving the process start and imports)")

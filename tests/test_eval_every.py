@@ -98,7 +98,7 @@ def test_evaluating_during_training_changes_neither_training_nor_the_final_evalu
                  "setup": setup_dict(options, _resources())}
         trainable = trial_class()(config=trial)
         results = [trainable.train() for _ in range(3)]
-        runs[every] = results, {k: v.clone() for k, v in trainable.algorithm.get_module().state_dict().items()}
+        runs[every] = results, {k: v.clone() for k, v in trainable.algorithms[0].get_module().state_dict().items()}
         trainable.stop()
     (plain, plain_weights), (during, during_weights) = runs[None], runs[60]
     assert [r["gradient_steps"] for r in during] == [30, 60, 90] and during[-1]["done"]

@@ -300,7 +300,7 @@ def test_a_reused_trial_actor_gives_the_results_of_a_fresh_one(ray_address: str,
         while not (result := trainable.train())["done"]:
             pass
         return {"metrics": [result[k] for k in METRIC_KEYS],
-                "weights": {k: v.clone() for k, v in trainable.algorithm.get_module().state_dict().items()}}
+                "weights": {k: v.clone() for k, v in trainable.algorithms[0].get_module().state_dict().items()}}
 
     fresh = trial_class()(config=trials[1])
     expected = run_to_end(fresh)

@@ -44,6 +44,13 @@ CAPTURED_STEP_SETTINGS = ("auto", True, False)
 MATMUL_PRECISIONS = ("highest", "high")
 
 
+def evaluates_at(iteration: int, config: Any) -> bool:
+    """Whether training iteration ``iteration`` (1-based) of a trial with this config ends with an evaluation: every
+    ``evaluation_interval`` iterations, and after the last of ``num_iterations``."""
+    interval = config.evaluation_interval
+    return bool(interval) and (iteration % interval == 0 or iteration == config.num_iterations)
+
+
 class OfflineSafeConfig(ConfigHooks, AlgorithmConfig):
     """Settings shared by the offline safe algorithms (``.training(...)``), with their defaults:
 
@@ -309,7 +316,7 @@ class OfflineSafeAlgorithm(Algorithm):
         result has ``evaluation`` exactly when its iteration evaluated."""
         results = super().step()
         iteration, interval = self.iteration + 1, self.config.evaluation_interval  # ``iteration`` counts after step
-        if not interval or (iteration % interval and iteration != self.config.num_iterations):
+        if not evaluates_at(iteration, self.config):
             results.pop(EVALUATION_RESULTS, None)
         elif iteration % interval:
             results[EVALUATION_RESULTS] = self.evaluate()

@@ -41,6 +41,16 @@ def _config_differences(first: Any, other: Any) -> set[str]:
     return {key for key in a.keys() | b.keys() if repr(a.get(key)) != repr(b.get(key))}
 
 
+def forms_populations(learner_class: type) -> bool:
+    """Whether trials of this learner class can train as a population: its loss step is the pure
+    ``member_losses`` (learners whose step has side effects override ``compute_loss_for_module`` instead)."""
+    return learner_class.member_losses is not OfflineSafeTorchLearner.member_losses
+
+
+def _optimizers(learner: Any) -> dict[str, torch.optim.Optimizer]:
+    return dict(learner.get_optimizers_for_module(DEFAULT_MODULE_ID))
+
+
 class _MemberStep(nn.Module):
     """``module.forward_train`` followed by the loss: the function ``functional_call`` runs for one member."""
 
@@ -98,7 +108,7 @@ class Population:
         ``seed`` or ``cost_limit`` alone. ``captured`` (CUDA) replays the population's step as a CUDA graph
         (``rllib_caps.core.captured_step``)."""
         first = learners[0]
-        if type(first).member_losses is OfflineSafeTorchLearner.member_losses:
+        if not forms_populations(type(first)):
             raise ValueError(f"{type(first).__name__} computes its losses with side effects (no member_losses): it "
                              "cannot train as a population")
         for learner in learners[1:]:
@@ -109,7 +119,7 @@ class Population:
         modules = [learner.module[DEFAULT_MODULE_ID].unwrapped() for learner in learners]
         names = {id(submodule): name for name, submodule in modules[0].named_modules()}
         groups = {name: (optimizer.param_groups[0]["params"], optimizer.param_groups[0]["lr"])
-                  for name, optimizer in first.get_optimizers_for_module(DEFAULT_MODULE_ID)}
+                  for name, optimizer in _optimizers(first).items()}
         config = first.config.get_config_for_module(DEFAULT_MODULE_ID)
         return cls(modules, [functools.partial(learner.sample_minibatch, config.train_batch_size_per_learner)
                              for learner in learners],
@@ -119,6 +129,38 @@ class Population:
                                  for online, target in (modules[0].get_target_network_pairs()
                                                         if isinstance(modules[0], TargetNetworkAPI) else ())],
                    generators=[learner._generator for learner in learners], captured=captured)
+
+    def save_optimizer_states(self, learners: Sequence[Any]) -> None:
+        """Writes each member's slice of the population's Adam states into its own learner's optimisers (the
+        learners the population was built from, in order), so that saving a member's learner saves a complete
+        trial, whose optimiser state an ordinary learner continues from."""
+        for i, learner in enumerate(learners):
+            for group, optimizer in _optimizers(learner).items():
+                stacked = self.optimizers[group]
+                for member_param, stack in zip(optimizer.param_groups[0]["params"], stacked.param_groups[0]["params"],
+                                               strict=True):
+                    state = stacked.state.get(stack)
+                    if state:
+                        optimizer.state[member_param] = {
+                            "step": torch.tensor(float(state["step"])),
+                            **{key: state[key][i].clone() for key in ("exp_avg", "exp_avg_sq")}}
+
+    def load_optimizer_states(self, learners: Sequence[Any]) -> None:
+        """The reverse of ``save_optimizer_states``: the population's Adam states stacked from its members'
+        learners' optimisers (after those learners were restored from a checkpoint)."""
+        for group, stacked in self.optimizers.items():
+            members = [_optimizers(learner)[group].param_groups[0]["params"] for learner in learners]
+            for j, stack in enumerate(stacked.param_groups[0]["params"]):
+                states = [_optimizers(learner)[group].state.get(params[j]) for learner, params in
+                          zip(learners, members, strict=True)]
+                if not all(states):
+                    continue
+                step = states[0]["step"]
+                stacked.state[stack] = {
+                    "step": torch.as_tensor(float(step), dtype=torch.float32,
+                                            device=stack.device if stacked.defaults.get("capturable") else "cpu"),
+                    **{key: torch.stack([state[key] for state in states]).to(stack.device)
+                       for key in ("exp_avg", "exp_avg_sq")}}
 
     def __len__(self) -> int:
         return len(self.members)

@@ -45,11 +45,11 @@ def evaluate_cost_limits(records: Sequence[TrialRecord], episodes: int, jobs: in
                          limits: Sequence[tuple[int, int]] = COST_LIMITS, *,
                          verify: bool = True) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
     """Evaluates the last checkpoint of every trial whose algorithm takes κ at deployment (CAPS, CDT) at its suite's
-    limits with the algorithm's deployable policy (no retraining): (trial dir -> results, trial dir -> why its
+    limits with the algorithm's deployable policy (no retraining): (record key -> results, record key -> why its
     checkpoint was skipped: corrupt, modified or without a manifest, named in the log). ``verify=False`` skips the
     checkpoints' manifest check (logged)."""
     records = [r for r in records if get_algorithm(r.algo).threshold_at_deployment]  # one policy for every κ
-    missing = [str(r.trial_dir) for r in records if r.checkpoint is None]
+    missing = [r.key for r in records if r.checkpoint is None]
     if missing:
         raise ReportError(f"--cost-limits: no checkpoint in {', '.join(missing)}")
     work = [(r.algo, str(r.checkpoint), r.task, sorted({limit_for(r.suite, lim) for lim in limits}), episodes, verify)
@@ -68,9 +68,9 @@ def evaluate_cost_limits(records: Sequence[TrialRecord], episodes: int, jobs: in
     for record, result in zip(records, results, strict=True):
         if isinstance(result, str):
             logger.warning("%s; trial %s is left out of the cost-limit table", result, record.trial_dir.name)
-            skipped[str(record.trial_dir)] = result
+            skipped[record.key] = result
         else:
-            evaluations[str(record.trial_dir)] = result
+            evaluations[record.key] = result
     return evaluations, skipped
 
 
@@ -86,7 +86,7 @@ def cost_limit_table(records: Sequence[TrialRecord], evaluations: dict[str, dict
                      limits: Sequence[tuple[int, int]] = COST_LIMITS) -> CostLimitTable:
     """A task is safe at a limit when its normalised cost there, averaged over seeds, is ≤ 1. Columns are labelled
     as in the main table (``CAPS K=2``, ``CDT`` when several algorithms share it), in registry order."""
-    records = [r for r in records if str(r.trial_dir) in evaluations]  # κ-at-deployment algorithms only
+    records = [r for r in records if r.key in evaluations]  # κ-at-deployment algorithms only
     algos = {r.algo for r in records}
     order = {column_label(r.algo, r.config, algos): (list(ALGORITHMS).index(r.algo), config_order(r.config))
              for r in records}
@@ -100,7 +100,7 @@ def cost_limit_table(records: Sequence[TrialRecord], evaluations: dict[str, dict
         for config in configs:
             tasks = [(task, group) for (c, task), group in groups.items() if c == config]
             safe = sum(
-                np.mean([evaluations[str(r.trial_dir)]["thresholds"][f"{limit_for(r.suite, lim):g}"]
+                np.mean([evaluations[r.key]["thresholds"][f"{limit_for(r.suite, lim):g}"]
                          ["normalized_cost"] for r in group]) <= 1.0
                 for _, group in tasks)
             counts[lim][config] = (int(safe), len(tasks))

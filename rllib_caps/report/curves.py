@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from rllib_caps.core.keys import GRADIENT_STEPS, RESULTS_KEY
-from rllib_caps.report.records import TrialRecord, read_json
+from rllib_caps.report.records import TrialRecord
 from rllib_caps.report.tables import column_label
 
 LEARNERS = "learners"  # RLlib's learner results: module id -> metrics
@@ -84,8 +84,8 @@ def load_curves(records: Sequence[TrialRecord]) -> dict[str, dict[str, list[Curv
     curve per trial directory (a trial with several critic variants trained once)."""
     algos = {r.algo for r in records}
     curves: dict[str, dict[str, list[Curve]]] = defaultdict(lambda: defaultdict(list))
-    for record in {r.trial_dir: r for r in records}.values():
-        curve = trial_curve(read_json(record.trial_dir / "result.json", lines=True), record.seed)
+    for record in {(r.trial_dir, r.member): r for r in records}.values():
+        curve = trial_curve(record.results, record.seed)
         if curve is not None:
             curves[record.task][line_label(record, algos)].append(curve)
     return {task: dict(lines) for task, lines in curves.items()}

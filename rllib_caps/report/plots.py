@@ -102,10 +102,10 @@ def kappa_curves(rows: Sequence[Row], records: Sequence[TrialRecord],
     columns = {(r.task, r.algo, r.label): r.config for r in rows}
     values: dict[tuple[str, str], dict[float, list]] = defaultdict(lambda: defaultdict(list))
     for record in records:
-        if str(record.trial_dir) not in evaluations:  # only κ-at-deployment algorithms are re-evaluated
+        if record.key not in evaluations:  # only κ-at-deployment algorithms are re-evaluated
             continue
         column = columns[(record.task, record.algo, record.config)]
-        for kappa, result in evaluations[str(record.trial_dir)]["thresholds"].items():
+        for kappa, result in evaluations[record.key]["thresholds"].items():
             values[(record.task, column)][float(kappa)].append(
                 (result["normalized_reward"], result["normalized_cost"]))
     return {key: {k: tuple(np.mean(v, axis=0)) for k, v in sorted(by_kappa.items())}

@@ -26,6 +26,10 @@ REPORT_DIR = "report"
 TRIAL_INDEX = "__trial_index__"  # ray.tune.search.repeater.TRIAL_INDEX: the repeat (seed) index under Repeater
 VARIANT = "variant"  # a grid sweep's per-algorithm trial part: {algo, task, axes...} (Tune grid-searches it whole)
 CRITIC_RESULTS = "critic_evaluations"  # result key: critic variant -> results schema (rllib_caps.algorithms.caps.fqe)
+# A packed trial (a population, rllib_caps.sweeps.packing): its params list its members, each ``{seed, [cost_limit]}``;
+# each result holds ``members: {member name: that member's result}``, and each checkpoint ``members/<name>/``, an
+# ordinary checkpoint of that member.
+MEMBERS = "members"
 
 
 class ReportError(ValueError):
@@ -40,6 +44,33 @@ def trial_params(params: Mapping[str, Any]) -> dict[str, Any]:
 def trial_seed(params: Mapping[str, Any]) -> int:
     """``seed``, or under a Repeater (search) ``seeds[__trial_index__]``."""
     return int(params["seed"]) if "seed" in params else int(params["seeds"][params.get(TRIAL_INDEX, 0)])
+
+
+def member_name(member: Mapping[str, Any]) -> str:
+    """``seed0``, ``kappa10_seed0``: a packed trial's member, in its results and checkpoint directories."""
+    kappa = [f"kappa{float(member['cost_limit']):g}"] if "cost_limit" in member else []
+    return "_".join([*kappa, f"seed{int(member['seed'])}"])
+
+
+def trial_members(params: Mapping[str, Any]) -> list[tuple[str | None, dict[str, Any]]]:
+    """(member name, its own trial params) per member of a packed trial; ``[(None, params)]`` for a trial alone."""
+    params = trial_params(params)
+    if MEMBERS not in params:
+        return [(None, params)]
+    shared = {k: v for k, v in params.items() if k != MEMBERS}
+    return [(member_name(member), {**shared, **member}) for member in params[MEMBERS]]
+
+
+def member_results(results: list[dict[str, Any]], member: str | None) -> list[dict[str, Any]]:
+    """A trial's results (its ``result.json`` lines), or one member's of a packed trial."""
+    if member is None:
+        return results
+    return [result[MEMBERS][member] for result in results if member in result.get(MEMBERS, {})]
+
+
+def member_checkpoint(checkpoint: Path | None, member: str | None) -> Path | None:
+    """The ordinary checkpoint of a trial, or of one member inside a packed trial's checkpoint."""
+    return checkpoint if checkpoint is None or member is None else checkpoint / MEMBERS / member
 
 
 def trial_data(params: Mapping[str, Any]) -> Path | None:
@@ -65,6 +96,17 @@ class TrialRecord:
     actor: str = AXIS_DEFAULTS["actor"]  # "shared" or "separate" actor bodies
     critic: str = AXIS_DEFAULTS["critic"]  # the critics the switching rule read in this evaluation
     data: Path | None = None  # the converted dataset it trained on (setup's data_root / task), where recorded
+    member: str | None = None  # its name in a packed trial (``member_name``), None for a trial alone
+
+    @property
+    def key(self) -> str:
+        """Its trial directory, with its member's name for a member of a packed trial: what it trained, by name."""
+        return str(self.trial_dir if self.member is None else self.trial_dir / self.member)
+
+    @property
+    def results(self) -> list[dict[str, Any]]:
+        """Its results, one per training iteration (its ``result.json``, or its member's part of it)."""
+        return member_results(read_json(self.trial_dir / "result.json", lines=True), self.member)
 
     @property
     def suite(self) -> str:
@@ -112,8 +154,12 @@ def checkpoint_evaluation(checkpoint: Path) -> dict[str, Any] | None:
     """The per-κ evaluation recorded for a checkpoint: its ``evaluation.json`` (train CLI), else the last one in the
     ``result.json`` of the Tune trial directory it sits in; None when neither has one."""
     own = checkpoint / EVALUATION_FILE
-    return read_json(own) if own.is_file() else last_evaluation(read_json(checkpoint.parent / "result.json",
-                                                                          lines=True))
+    if own.is_file():
+        return read_json(own)
+    packed = checkpoint.parent.name == MEMBERS  # TRIAL/checkpoint_N/members/NAME
+    trial_dir = checkpoint.parents[2] if packed else checkpoint.parent
+    return last_evaluation(member_results(read_json(trial_dir / "result.json", lines=True),
+                                          checkpoint.name if packed else None))
 
 
 def last_critic_evaluations(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]] | None:
@@ -148,16 +194,16 @@ def load_trials(experiment_dir: str | Path) -> tuple[list[TrialRecord], list[Pat
     records, unfinished, loaded = [], [], []
     for trial_dir in trial_dirs(Path(experiment_dir)):
         try:
-            loaded.append((trial_dir, read_json(trial_dir / "params.json"),
-                           last_critic_evaluations(read_json(trial_dir / "result.json", lines=True))))
+            config, results = read_json(trial_dir / "params.json"), read_json(trial_dir / "result.json", lines=True)
+            loaded += [(trial_dir, config, member, params, last_critic_evaluations(member_results(results, member)))
+                       for member, params in trial_members(config)]
         except ReportError as err:
             logger.warning("%s; trial %s skipped (left out of the report)", err, trial_dir.name)
             unfinished.append(trial_dir)
-    finished_configs = [config for _, config, evaluations in loaded if evaluations is not None]
-    for trial_dir, config, evaluations in loaded:
-        params = trial_params(config)
+    finished_configs = [config for _, config, _, _, evaluations in loaded if evaluations is not None]
+    for trial_dir, config, member, params, evaluations in loaded:
         if evaluations is None:
-            if config not in finished_configs:
+            if config not in finished_configs and trial_dir not in unfinished:
                 unfinished.append(trial_dir)
             continue
         if "algo" not in params:
@@ -176,8 +222,8 @@ def load_trials(experiment_dir: str | Path) -> tuple[list[TrialRecord], list[Pat
                                        search={k: v for k, v in (params.get("search") or {}).items()
                                                if k in algo.searchable},
                                        evaluation=evaluation, trial_dir=trial_dir,
-                                       checkpoint=latest_checkpoint(trial_dir),
+                                       checkpoint=member_checkpoint(latest_checkpoint(trial_dir), member),
                                        backbone=params.get("backbone", AXIS_DEFAULTS["backbone"]),
                                        actor=params.get("actor", AXIS_DEFAULTS["actor"]), critic=critic,
-                                       data=trial_data(params)))
+                                       data=trial_data(params), member=member))
     return records, unfinished

@@ -14,6 +14,7 @@ from typing import Any
 from rllib_caps.algorithms.registry import COST_LIMIT_AXIS, get_algorithm, trained_per_threshold
 from rllib_caps.envs import TaskSpec
 from rllib_caps.sweeps.options import SweepError, SweepOptions
+from rllib_caps.sweeps.packing import describe_packing, packed_variants, packs
 
 AXIS_OPTIONS = {"heads": "heads", "backbone": "backbones", "actor": "actors"}  # axis -> its SweepOptions field
 
@@ -64,4 +65,9 @@ def describe_grid(options: SweepOptions, tasks: Sequence[TaskSpec]) -> str:
         lines.append(f"  {entry.display_name:<10} {len(mine) * seeds:5d} trials: {len(tasks)} task(s) × "
                      f"{seeds} seed(s) × {axes} ({deployment})")
     lines.append(f"total: {len(variants) * seeds} trials")
+    if packs(options):
+        lines.append(describe_packing(packed_variants(variants, options.seeds)))
+    else:
+        why = ": the trials train on CPUs" if options.pack == "auto" and not options.search else ""
+        lines.append(f"not packed into populations (--pack {options.pack}{why}): every trial trains alone")
     return "\n".join(lines)

@@ -21,6 +21,7 @@ class SweepError(ValueError):
 
 
 ACTORS = ("shared", "separate")
+PACK_MODES = ("auto", "on", "off")  # --pack: rllib_caps.sweeps.packing
 COMMAND_LINE = "the command line"
 COMMAND_LINE_ONLY = {"resume", "address", "dashboard", "dry_run", "verify"}  # not YAML keys
 # Numeric options and training settings: the bounds of utils.checks.check_number. None fields are unset.
@@ -74,6 +75,7 @@ class SweepOptions:
     max_concurrent: int | None = None
     max_failures: int = 2
     reuse_actors: bool = True  # a finished trial's actor runs the next trial (no new process per trial)
+    pack: str = "auto"  # trials as populations: on, off, auto (when trials train on GPUs; rllib_caps.sweeps.packing)
     checkpoint_every: int = 10
     address: str | None = None
     dashboard: bool = False
@@ -99,6 +101,11 @@ class SweepOptions:
             return select_tasks(self.tasks)
         except ValueError as err:
             raise SweepError(f"--tasks: {err}") from err
+
+    @property
+    def gpus(self) -> bool:
+        """Whether the sweep's trials train on GPUs."""
+        return bool(self.gpus_per_trial if self.gpus_per_trial is not None else self.num_gpus)
 
     @property
     def report_cost_limits(self) -> bool:
@@ -202,6 +209,8 @@ def check_options(options: SweepOptions, source: str) -> None:
     for algo in options.algos:
         if algo not in ALGORITHMS:
             raise SweepError(f"{_where(source, 'algos')}: unknown algorithm {algo!r}; known: {', '.join(ALGORITHMS)}")
+    if options.pack not in PACK_MODES:
+        raise SweepError(f"{_where(source, 'pack')} must be one of {', '.join(PACK_MODES)}, got {options.pack!r}")
     for key, allowed in (("actors", ACTORS), ("critics", CRITICS)):
         wrong = [v for v in getattr(options, key) if v not in allowed]
         if wrong:

@@ -15,6 +15,7 @@ from rllib_caps.envs import TaskSpec
 from rllib_caps.report.records import load_trials
 from rllib_caps.sweeps.grid import describe_grid, grid_variants
 from rllib_caps.sweeps.options import SweepError, SweepOptions
+from rllib_caps.sweeps.packing import packed_variants, packs
 from rllib_caps.sweeps.resources import TrialResources, plan_resources
 from rllib_caps.sweeps.state_backup import (
     EXPERIMENT_STATE_PATTERN,
@@ -145,20 +146,25 @@ def run_experiment(options: SweepOptions, experiment_dir: Path, param_space: dic
 
 
 def grid_param_space(options: SweepOptions, tasks: Sequence[TaskSpec], setup: dict[str, Any]) -> dict[str, Any]:
-    """(algorithm, task, axes) variants × seed as grid searches; ``setup`` is shared."""
+    """(algorithm, task, axes) variants × seed as grid searches; packed (``rllib_caps.sweeps.packing``), one grid
+    search of variants that each hold their seed or their population's members. ``setup`` is shared."""
     from ray import tune
 
+    if packs(options):
+        return {"variant": tune.grid_search(packed_variants(grid_variants(options, tasks), options.seeds)),
+                "setup": setup}
     return {"variant": tune.grid_search(grid_variants(options, tasks)), "seed": tune.grid_search(list(options.seeds)),
             "setup": setup}
 
 
 def run_sweep(options: SweepOptions) -> Path:
-    """The grid sweep: one Tune experiment of every algorithm's (task, axes) × seed trials, packed together on
-    the cluster's CPUs/GPUs; returns the experiment directory."""
+    """The grid sweep: one Tune experiment of every algorithm's (task, axes) × seed trials, placed together on
+    the cluster's CPUs/GPUs, or packed into populations (``--pack``); returns the experiment directory."""
     import ray
 
     tasks = options.task_specs()
-    num_trials = len(grid_variants(options, tasks)) * len(options.seeds)
+    variants = grid_variants(options, tasks)
+    num_trials = len(packed_variants(variants, options.seeds)) if packs(options) else len(variants) * len(options.seeds)
     resources = plan_resources(num_trials, ray.cluster_resources().get("CPU", 0),
                                ray.cluster_resources().get("GPU", 0), num_gpus=options.num_gpus,
                                cpus_per_trial=options.cpus_per_trial, gpus_per_trial=options.gpus_per_trial,

@@ -21,6 +21,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from rllib_caps.algorithms.registry import (
     AXIS_DEFAULTS,
     SETTING_ALIASES,
@@ -34,7 +36,7 @@ from rllib_caps.core.keys import GRADIENT_STEPS, RESULTS_KEY
 from rllib_caps.core.rollout import episode_seed
 from rllib_caps.data.schema import DATA_DIR
 from rllib_caps.envs import TaskSpec, get_task
-from rllib_caps.report.records import CRITIC_RESULTS, trial_params, trial_seed
+from rllib_caps.report.records import CRITIC_RESULTS, MEMBERS, trial_members, trial_params, trial_seed
 from rllib_caps.sweeps.options import SweepError
 
 logger = logging.getLogger("rllib_caps.tune")
@@ -142,6 +144,12 @@ def sweep_metrics(evaluation: Mapping[str, Any] | None) -> dict[str, float]:
             "objective": constrained_objective(mean["normalized_reward"], mean["normalized_cost"])}
 
 
+def members_summary(results: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """A packed trial's top-level metrics: the mean of its members' (what Tune, its searchers and the progress
+    table see; the report reads each member's own)."""
+    return {key: float(np.mean([result[key] for result in results])) for key in (*METRIC_KEYS, GRADIENT_STEPS)}
+
+
 def critic_evaluations(entry: AlgorithmEntry, algorithm: Any, critics: Sequence[str],
                        fqe_steps: int | None) -> dict[str, dict[str, Any]]:
     """After training: the trained policy (whose class implements ``CriticVariantsAPI``) evaluated Ray-free with
@@ -170,50 +178,82 @@ def _define_trial_class() -> type:
     from ray.tune import Trainable
     from ray.tune.result import DONE
 
+    from rllib_caps.sweeps.population_run import PopulationRun
+
     class SweepTrial(Trainable):
         @classmethod
         def default_resource_request(cls, config: dict[str, Any]):
-            built = trial_config(config)
-            return built.algo_class.default_resource_request(built.to_dict())
+            """The algorithm's placement group; a packed trial's members share its main bundle and each brings
+            its evaluation EnvRunners' bundles."""
+            from ray.tune import PlacementGroupFactory
+
+            members = trial_members(config)
+            built = trial_config(members[0][1])
+            request = built.algo_class.default_resource_request(built.to_dict())
+            bundles = request.bundles
+            return PlacementGroupFactory([bundles[0], *bundles[1:] * len(members)], strategy=request.strategy)
 
         def setup(self, config: dict[str, Any]) -> None:
             self._build(config)
 
         def reset_config(self, new_config: dict[str, Any]) -> bool:
-            """The next trial in this actor: the finished trial's algorithm stops and the new one is built (which
-            seeds Python, NumPy and torch afresh from its config, as in a new process)."""
-            self.algorithm.stop()
+            """The next trial in this actor: the finished trial's algorithms stop and the new ones are built (which
+            seeds Python, NumPy and torch afresh from their configs, as in a new process)."""
+            self._stop()
             self._build(new_config)
             return True
 
         def _build(self, config: dict[str, Any]) -> None:
-            built = trial_config(config)
-            self._iterations = built.num_iterations
+            members = trial_members(config)
+            configs = [trial_config(params) for _, params in members]
+            self._names = [name for name, _ in members]
+            self._iterations = configs[0].num_iterations
             # FQE critic variants (--critics) are evaluations of a trained policy that switches with critics.
             setup = config.get("setup") or {}
             self._entry = get_algorithm(trial_params(config)["algo"])
             self._critics = (setup.get("critics") or ["offline"]) if self._entry.evaluates_critics else ["offline"]
             self._fqe_steps = setup.get("fqe_steps")
-            self.algorithm = built.build_algo()
+            self.algorithms = [built.build_algo() for built in configs]
+            self._population = None if self._names == [None] else PopulationRun(self.algorithms, self._names)
 
         def step(self) -> dict[str, Any]:
-            result = self.algorithm.train()
-            done = self.iteration + 1 >= self._iterations
+            iteration = self.iteration + 1
+            done = iteration >= self._iterations
+            results = (self._population.train(iteration) if self._population else
+                       [self.algorithms[0].train()])
+            results = [self._member_result(algorithm, result, iteration, done)
+                       for algorithm, result in zip(self.algorithms, results, strict=True)]
+            if self._population is None:
+                return {**results[0], DONE: done}
+            return {**members_summary(results), MEMBERS: dict(zip(self._names, results, strict=True)), DONE: done}
+
+        def _member_result(self, algorithm: Any, result: dict[str, Any], iteration: int, done: bool
+                           ) -> dict[str, Any]:
+            """One trained algorithm's result with the sweep's metrics (and after training, its critic variants)."""
             metrics = sweep_metrics(result.get(EVALUATION_RESULTS, {}).get(RESULTS_KEY) if done else None)
-            metrics[GRADIENT_STEPS] = (self.iteration + 1) * self.algorithm.config.updates_per_iteration
+            metrics[GRADIENT_STEPS] = iteration * algorithm.config.updates_per_iteration
             if done and self._critics != ["offline"]:
-                metrics[CRITIC_RESULTS] = critic_evaluations(self._entry, self.algorithm, self._critics,
-                                                                       self._fqe_steps)
-            return {**metrics, **result, DONE: done}
+                metrics[CRITIC_RESULTS] = critic_evaluations(self._entry, algorithm, self._critics, self._fqe_steps)
+            return {**metrics, **result}
 
         def save_checkpoint(self, checkpoint_dir: str) -> None:
-            self.algorithm.save_to_path(checkpoint_dir)
+            if self._population:
+                self._population.save(checkpoint_dir)
+            else:
+                self.algorithms[0].save_to_path(checkpoint_dir)
 
         def load_checkpoint(self, checkpoint: str) -> None:
-            self.algorithm.restore_from_path(checkpoint)
+            if self._population:
+                self._population.restore(checkpoint)
+            else:
+                self.algorithms[0].restore_from_path(checkpoint)
 
         def cleanup(self) -> None:
-            self.algorithm.stop()
+            self._stop()
+
+        def _stop(self) -> None:
+            for algorithm in self.algorithms:
+                algorithm.stop()
 
     SweepTrial.__module__, SweepTrial.__qualname__ = __name__, "SweepTrial"  # its Ray actor name, and for pickle
     return SweepTrial
@@ -254,16 +294,25 @@ def axis_parts(params: Mapping[str, Any]) -> list[str]:
     return parts
 
 
-def describe_trial(config: Mapping[str, Any]) -> str:
-    """``caps BallCircle K2 seed=0``: one line naming a trial."""
+def _identity(config: Mapping[str, Any], seed: str) -> list[str]:
+    """The algorithm, task, axis values and ``seed`` (formatted with the seed), or a packed trial's member count."""
     params = trial_params(config)
-    return " ".join([params["algo"], params["task"], *axis_parts(params), f"seed={trial_seed(params)}"])
+    if MEMBERS in params:
+        shared = {**params, **params[MEMBERS][0]}  # the axes its members share; κ and seed differ
+        parts = [p for p in axis_parts(shared) if not p.startswith(AXIS_ABBREVIATIONS["cost_limit"])]
+        return [params["algo"], params["task"], *parts, f"population{len(params[MEMBERS])}"]
+    return [params["algo"], params["task"], *axis_parts(params), seed.format(trial_seed(params))]
+
+
+def describe_trial(config: Mapping[str, Any]) -> str:
+    """``caps BallCircle K2 seed=0``, ``caps BallCircle K2 population3``: one line naming a trial."""
+    return " ".join(_identity(config, "seed={}"))
 
 
 def trial_name(config: Mapping[str, Any], trial_id: str) -> str:
-    """``caps_BallCircle_K2_seed0_<id>``, ``bc-safe_BallCircle_kappa10_seed0_<id>``."""
-    params = trial_params(config)
-    return "_".join([params["algo"], params["task"], *axis_parts(params), f"seed{trial_seed(params)}", trial_id])
+    """``caps_BallCircle_K2_seed0_<id>``, ``bc-safe_BallCircle_kappa10_seed0_<id>``,
+    ``bc-safe_BallCircle_population9_<id>``."""
+    return "_".join([*_identity(config, "seed{}"), trial_id])
 
 
 def trial_class() -> type:

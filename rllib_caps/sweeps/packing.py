@@ -1,0 +1,71 @@
+"""Packing a sweep's trials into populations: the trials of one (algorithm, task, axes) that differ only in seed, and
+for the algorithms trained once per cost limit also in κ, become one Tune trial that trains them as one vmapped
+program (``rllib_caps.core.population``; ``rllib_caps.sweeps.population_run``).
+
+Packing changes how trials run, not what they are: each member trains as it would alone (step for step, up to
+the rounding of batched matrix products), is evaluated and checkpointed on its own (``members/<name>/``, an ordinary
+checkpoint), and is one record of the report (``rllib_caps.report.records``).
+
+``--pack auto`` (the default) packs when the trials train on GPUs, where it measured faster: on an H100 a
+population of 8 CAPS(IQL) trials at hidden 512 ran 4.0× the member-steps/s of separate captured learners
+(docs/performance.md). On CPUs it depends on the size (1.8× at hidden 64 with 8 members, 0.66× alone), so ``auto``
+leaves CPU trials separate; ``--pack on`` packs them too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rllib_caps.algorithms.registry import COST_LIMIT_AXIS, get_algorithm
+from rllib_caps.core.population import MEMBER_SETTINGS, forms_populations
+from rllib_caps.report.records import MEMBERS, member_name
+from rllib_caps.sweeps.options import SweepOptions
+
+MEMBER_AXES = MEMBER_SETTINGS & {COST_LIMIT_AXIS}  # grid axes whose values may differ inside one population
+
+
+def packs(options: SweepOptions) -> bool:
+    """Whether a sweep packs its trials: ``--pack on``, ``off``, or ``auto``: when its trials train on GPUs. An
+    Optuna search runs its samples' seeds as trials alone (its Repeater groups them)."""
+    return options.search is None and (options.pack == "on" or (options.pack == "auto" and options.gpus))
+
+
+def forms_population(algo: str) -> bool:
+    """Whether ``algo``'s trials can train as a population (its learner's loss step is pure)."""
+    return forms_populations(get_algorithm(algo).config_class().get_default_learner_class())
+
+
+def packed_variants(variants: Sequence[Mapping[str, Any]], seeds: Sequence[int]) -> list[dict[str, Any]]:
+    """The trial variants of a packed sweep: per (algorithm, task, axes other than κ) of an algorithm that forms
+    populations, one variant whose ``members`` are its seeds (× κ); every other trial as its own variant with its
+    ``seed``. A group of one trial stays a trial alone."""
+    groups: dict[tuple, dict[str, Any]] = {}
+    alone: list[dict[str, Any]] = []
+    for variant in variants:
+        if not forms_population(variant["algo"]):
+            alone += [{**variant, "seed": seed} for seed in seeds]
+            continue
+        shared = {k: v for k, v in variant.items() if k not in MEMBER_AXES}
+        group = groups.setdefault(tuple(sorted((k, repr(v)) for k, v in shared.items())), {**shared, MEMBERS: []})
+        folded = {k: v for k, v in variant.items() if k in MEMBER_AXES}
+        group[MEMBERS] += [{**folded, "seed": seed} for seed in seeds]
+    packed = [group if len(group[MEMBERS]) > 1 else {**{k: v for k, v in group.items() if k != MEMBERS},
+                                                     **group[MEMBERS][0]}
+              for group in groups.values()]
+    return packed + alone
+
+
+def describe_packing(variants: Sequence[Mapping[str, Any]]) -> str:
+    """The ``--dry-run`` lines of a packed sweep: each population and its members, then the Tune trial count."""
+    lines = ["packed into populations (--pack; each member trains as its own trial would, in one program):"]
+    populations = [v for v in variants if MEMBERS in v]
+    for variant in populations:
+        axes = " ".join(f"{k}={v}" for k, v in variant.items() if k not in ("algo", "task", MEMBERS))
+        names = ", ".join(member_name(m) for m in variant[MEMBERS])
+        lines.append(f"  {variant['algo']} {variant['task']}{' ' + axes if axes else ''}: "
+                     f"{len(variant[MEMBERS])} members ({names})")
+    members = sum(len(v[MEMBERS]) for v in populations)
+    lines.append(f"{len(variants)} Tune trial(s): {len(populations)} population(s) of {members} trials, "
+                 f"{len(variants) - len(populations)} trial(s) alone")
+    return "\n".join(lines)

@@ -1,0 +1,155 @@
+"""Sweeps that pack trials into populations (``--pack``): the plan (fast), and on CPU with real Tune (slow) that a
+packed sweep gives the same report, checkpoints and results as the same sweep unpacked, and that a packed trial
+restored from its checkpoint continues exactly as an uninterrupted one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from rllib_caps.report import MainTable, load_trials, summarize, write_report
+from rllib_caps.report.records import MEMBERS, member_name
+from rllib_caps.sweeps.grid import describe_grid, grid_variants
+from rllib_caps.sweeps.options import SweepError, SweepOptions, check_options
+from rllib_caps.sweeps.packing import packed_variants, packs
+from rllib_caps.sweeps.resources import plan_resources
+from rllib_caps.sweeps.runner import run_sweep, setup_dict
+from rllib_caps.sweeps.trials import describe_trial, trial_class, trial_name
+from rllib_caps.tune import main, parse_args
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY_TRAINING = {"steps": 40, "updates_per_iteration": 20, "hidden": [16, 16], "batch_size": 32, "eval_episodes": 1}
+
+
+def test_pack_auto_packs_gpu_trials_only_and_on_off_are_what_they_say() -> None:
+    assert not packs(SweepOptions())
+    assert packs(SweepOptions(num_gpus=4)) and packs(SweepOptions(gpus_per_trial=0.5))
+    assert packs(SweepOptions(pack="on")) and not packs(SweepOptions(pack="off", num_gpus=4))
+    assert not packs(SweepOptions(pack="on", search="optuna"))  # a search's Repeater runs its seeds alone
+    with pytest.raises(SweepError, match="sweep.yaml: pack must be one of auto, on, off, got 'yes'"):
+        check_options(SweepOptions(pack="yes"), "sweep.yaml")
+    with pytest.raises(SystemExit):
+        parse_args(["--pack", "yes"])  # argparse's choices name the flag
+
+
+def test_packing_groups_seeds_and_kappas_and_leaves_the_other_algorithms_alone() -> None:
+    options = SweepOptions(algos=["caps", "bc-safe", "bearl"], tasks="BallCircle", seeds=[0, 10, 20], heads=[2, 4])
+    variants = packed_variants(grid_variants(options, options.task_specs()), options.seeds)
+    packed = [v for v in variants if MEMBERS in v]
+    assert [(v["algo"], v.get("heads")) for v in packed] == [("caps", 2), ("caps", 4), ("bc-safe", None)]
+    assert [m["seed"] for m in packed[0][MEMBERS]] == [0, 10, 20]
+    assert [member_name(m) for m in packed[2][MEMBERS]][:4] == ["kappa10_seed0", "kappa10_seed10", "kappa10_seed20",
+                                                                "kappa20_seed0"]
+    assert len(packed[2][MEMBERS]) == 9 and "cost_limit" not in packed[2]
+    alone = [v for v in variants if MEMBERS not in v]  # BEAR-Lag's multiplier state is a side effect of its step
+    assert {v["algo"] for v in alone} == {"bearl"} and len(alone) == 9
+    # A population of one is a trial alone.
+    one = packed_variants(grid_variants(SweepOptions(seeds=[3]), SweepOptions().task_specs()), [3])
+    assert one == [{"algo": "caps", "task": "BallCircle", "heads": 2, "backbone": "iql", "actor": "shared", "seed": 3}]
+    name = trial_name({"variant": packed[2], "setup": {}}, "abc")
+    assert name == "bc-safe_BallCircle_population9_abc"
+    assert describe_trial({"variant": packed[1], "setup": {}}) == "caps BallCircle K4 population3"
+
+
+def test_dry_run_shows_the_populations(capsys: pytest.CaptureFixture) -> None:
+    assert main(["--algos", "caps", "bc-safe", "--seeds", "0", "10", "--dry-run", "--pack", "on"]) == 0
+    out = capsys.readouterr().out
+    assert "caps BallCircle heads=2 backbone=iql actor=shared: 2 members (seed0, seed10)" in out
+    assert "2 Tune trial(s): 2 population(s) of 8 trials, 0 trial(s) alone" in out
+    assert main(["--seeds", "0", "10", "--dry-run"]) == 0
+    assert "not packed into populations (--pack auto: the trials train on CPUs)" in capsys.readouterr().out
+    described = describe_grid(SweepOptions(num_gpus=1, seeds=[0, 1]), SweepOptions().task_specs())
+    assert "1 population(s) of 2 trials" in described
+
+
+# ------------------------------------------------------------------------------------------------ slow
+
+def _sweep(tmp_path: Path, pack: str) -> Path:
+    options = SweepOptions(algos=["caps", "bc-safe"], tasks="BallCircle", seeds=[0, 1],
+                           data_root=str(ROOT / "datasets"), storage=str(tmp_path), name=f"pack-{pack}",
+                           training=TINY_TRAINING, cpus_per_trial=1.0, pack=pack)
+    return run_sweep(options)
+
+
+def _learned_module(checkpoint: Path):
+    from ray.rllib.core.rl_module.rl_module import RLModule
+
+    return RLModule.from_checkpoint(checkpoint / "learner_group" / "learner" / "rl_module" / "default_policy")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_packed_sweep_reports_what_the_unpacked_sweep_does(ray_address: str, tmp_path: Path) -> None:
+    """``tune --algos caps bc-safe --seeds 0 1`` packed (2 Tune trials: CAPS's 2 seeds, BC-Safe's 2 seeds × 3 κ)
+    and unpacked (8 trials): the same records and tables; each member's checkpoint is an ordinary checkpoint with
+    the weights of the same trial alone, up to float rounding, and its evaluation the same reward up to what that
+    rounding does to the episodes."""
+    experiments = {pack: _sweep(tmp_path, pack) for pack in ("on", "off")}
+    assert len(list(experiments["on"].glob("*/params.json"))) == 2
+    assert len(list(experiments["off"].glob("*/params.json"))) == 8
+    loaded = {pack: load_trials(path) for pack, path in experiments.items()}
+    assert all(unfinished == [] for _, unfinished in loaded.values())
+    records = {pack: {(r.algo, r.seed, r.cost_limit): r for r in found} for pack, (found, _) in loaded.items()}
+    assert records["on"].keys() == records["off"].keys() and len(records["on"]) == 8
+    for key, alone in records["off"].items():
+        member = records["on"][key]
+        assert member.member == member_name({"seed": key[1], **({"cost_limit": key[2]} if key[2] else {})})
+        assert member.checkpoint.parent.name == MEMBERS and (member.checkpoint / "learner_group").is_dir()
+        assert member.evaluation.keys() == alone.evaluation.keys()
+        theirs = _learned_module(alone.checkpoint).state_dict()
+        for name, value in _learned_module(member.checkpoint).state_dict().items():
+            torch.testing.assert_close(value, theirs[name], rtol=1e-4, atol=1e-5,
+                                       msg=lambda m, n=name, k=key: f"{k} {n}: {m}")
+        # The same episodes, acted by weights that differ in the last float digits: the rewards agree closely; a
+        # cost count, a sum of discrete events, may not (seen: 4.4 against 0.3 in one episode of an untrained policy).
+        assert abs(member.evaluation["mean"]["normalized_reward"] - alone.evaluation["mean"]["normalized_reward"]) \
+            < 2e-3, key
+    tables = {pack: MainTable(summarize(list(records[pack].values()))) for pack in records}
+    assert tables["on"].configs == tables["off"].configs == ["CAPS K=2", "BC-Safe"]
+    assert [(r.task, r.config, r.seeds) for r in tables["on"].rows] == [(r.task, r.config, r.seeds)
+                                                                        for r in tables["off"].rows]
+    report = write_report(experiments["on"], cost_limits=True, episodes=1)
+    assert "| BallCircle |" in report.markdown
+    assert "| K=2 safe tasks |" in (report.out_dir / "cost_limits.md").read_text()
+    assert len(json.loads((report.out_dir / "cost_limits.json").read_text())) == 2  # each CAPS member's checkpoint
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_packed_trial_restored_from_its_checkpoint_continues_as_if_uninterrupted(ray_address: str,
+                                                                                   tmp_path: Path) -> None:
+    """A population's checkpoint is its members' ordinary checkpoints, optimiser states and minibatch generators
+    included: a packed trial restored from it (as Tune restores a retried or resumed trial) ends with the weights
+    of the same trial run straight through."""
+    options = SweepOptions(seeds=[3, 4], data_root=str(ROOT / "datasets"), training=TINY_TRAINING)
+    setup = setup_dict(options, plan_resources(1, 1, 0, num_gpus=0, cpus_per_trial=1, gpus_per_trial=None,
+                                               max_concurrent=None))
+    (variant,) = packed_variants(grid_variants(options, options.task_specs()), options.seeds)
+    trial = {"variant": variant, "setup": setup}
+
+    def weights(trainable) -> list[dict[str, torch.Tensor]]:
+        return [{k: v.clone() for k, v in algorithm.get_module().state_dict().items()}
+                for algorithm in trainable.algorithms]
+
+    straight = trial_class()(config=trial)
+    while not straight.train()["done"]:
+        pass
+    expected = weights(straight)
+    straight.stop()
+
+    interrupted = trial_class()(config=trial)
+    interrupted.train()
+    checkpoint = interrupted.save(str(tmp_path / "checkpoint"))
+    interrupted.stop()
+    restored = trial_class()(config=trial)
+    restored.restore(checkpoint)
+    result = restored.train()
+    assert result["done"] and set(result[MEMBERS]) == {"seed3", "seed4"}
+    got = weights(restored)
+    restored.stop()
+    for mine, theirs in zip(got, expected, strict=True):
+        for name, value in theirs.items():
+            torch.testing.assert_close(mine[name], value, rtol=0, atol=0, msg=name)
