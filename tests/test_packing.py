@@ -28,7 +28,7 @@ def test_pack_auto_packs_gpu_trials_only_and_on_off_are_what_they_say() -> None:
     assert not packs(SweepOptions())
     assert packs(SweepOptions(num_gpus=4)) and packs(SweepOptions(gpus_per_trial=0.5))
     assert packs(SweepOptions(pack="on")) and not packs(SweepOptions(pack="off", num_gpus=4))
-    assert not packs(SweepOptions(pack="on", search="optuna"))  # a search's Repeater runs its seeds alone
+    assert packs(SweepOptions(pack="on", search="optuna"))  # a sample's seeds are its population
     with pytest.raises(SweepError, match="sweep.yaml: pack must be one of auto, on, off, got 'yes'"):
         check_options(SweepOptions(pack="yes"), "sweep.yaml")
     with pytest.raises(SystemExit):
@@ -153,3 +153,32 @@ def test_a_packed_trial_restored_from_its_checkpoint_continues_as_if_uninterrupt
     for mine, theirs in zip(got, expected, strict=True):
         for name, value in theirs.items():
             torch.testing.assert_close(mine[name], value, rtol=0, atol=0, msg=name)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_packed_search_trains_each_samples_seeds_as_one_population(ray_address: str, tmp_path: Path) -> None:
+    """``--search optuna --pack on``: each Optuna sample is one Tune trial whose members are the seeds; the report
+    has a record per sample and seed, and the best parameters come from the seed averages as unpacked."""
+    import yaml
+
+    from rllib_caps.sweeps.search import best_parameters, run_search
+
+    options = SweepOptions(tasks="BallCircle", seeds=[0, 1], heads=[3], data_root=str(ROOT / "datasets"),
+                           storage=str(tmp_path), name="optuna", search="optuna", num_samples=2, pack="on",
+                           search_space={"seed": 0}, training={**TINY_TRAINING, "thresholds": [10]})
+    best_file = run_search(options)
+    assert len(list(options.experiment_dir.rglob("params.json"))) == 2  # one Tune trial per sample
+    records, unfinished = load_trials(options.experiment_dir)
+    assert unfinished == [] and len(records) == 4
+    samples = {}
+    for record in records:
+        samples.setdefault(record.search["awr_beta"], []).append(record.seed)
+    assert len(samples) == 2 and all(sorted(seeds) == [0, 1] for seeds in samples.values())
+    for record in records:
+        result = json.loads((record.trial_dir / "result.json").read_text().splitlines()[-1])
+        mine = [r for r in records if r.trial_dir == record.trial_dir]
+        assert result["normalized_reward"] == pytest.approx(
+            sum(r.evaluation["mean"]["normalized_reward"] for r in mine) / 2)
+    chosen = yaml.safe_load(best_file.read_text())["overrides"]["BallCircle"]["K3"]
+    assert chosen["awr_beta"] == best_parameters(records)[("BallCircle", 3)]["awr_beta"]

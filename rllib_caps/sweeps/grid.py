@@ -65,9 +65,11 @@ def describe_grid(options: SweepOptions, tasks: Sequence[TaskSpec]) -> str:
         lines.append(f"  {entry.display_name:<10} {len(mine) * seeds:5d} trials: {len(tasks)} task(s) × "
                      f"{seeds} seed(s) × {axes} ({deployment})")
     lines.append(f"total: {len(variants) * seeds} trials")
-    if packs(options):
+    if packs(options) and options.search:
+        lines.append(f"packed (--pack {options.pack}): each Optuna sample's {seeds} seed(s) train as one population")
+    elif packs(options):
         lines.append(describe_packing(packed_variants(variants, options.seeds)))
     else:
-        why = ": the trials train on CPUs" if options.pack == "auto" and not options.search else ""
+        why = ": the trials train on CPUs" if options.pack == "auto" else ""
         lines.append(f"not packed into populations (--pack {options.pack}{why}): every trial trains alone")
     return "\n".join(lines)

@@ -9,7 +9,8 @@ checkpoint), and is one record of the report (``rllib_caps.report.records``).
 ``--pack auto`` (the default) packs when the trials train on GPUs, where it measured faster: on an H100 a
 population of 8 CAPS(IQL) trials at hidden 512 ran 4.0× the member-steps/s of separate captured learners
 (docs/performance.md). On CPUs it depends on the size (1.8× at hidden 64 with 8 members, 0.66× alone), so ``auto``
-leaves CPU trials separate; ``--pack on`` packs them too.
+leaves CPU trials separate; ``--pack on`` packs them too. In an Optuna search (``--search``) a sample's seeds are
+its population.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ MEMBER_AXES = MEMBER_SETTINGS & {COST_LIMIT_AXIS}  # grid axes whose values may 
 
 def packs(options: SweepOptions) -> bool:
     """Whether a sweep packs its trials: ``--pack on``, ``off``, or ``auto``: when its trials train on GPUs. An
-    Optuna search runs its samples' seeds as trials alone (its Repeater groups them)."""
-    return options.search is None and (options.pack == "on" or (options.pack == "auto" and options.gpus))
+    Optuna search packs each sample's seeds (``rllib_caps.sweeps.search``)."""
+    return options.pack == "on" or (options.pack == "auto" and options.gpus)
 
 
 def forms_population(algo: str) -> bool:

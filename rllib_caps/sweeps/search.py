@@ -1,7 +1,8 @@
 """``--search optuna``: tune β (``awr_beta``) and the K−2 middle heads' λ_k per task and K with Optuna.
 
 For each (task, K) one Tune experiment STORAGE/NAME/<Task>-K<K>/ runs ``--num-samples`` Optuna samples
-(TPE), each repeated over every seed (Tune's ``Repeater``: ``seed = seeds[__trial_index__]``). A
+(TPE), each repeated over every seed: as one packed trial whose members are the seeds (``--pack``,
+``rllib_caps.sweeps.packing``), else as one trial per seed (Tune's ``Repeater``: ``seed = seeds[__trial_index__]``). A
 sample's score is :func:`rllib_caps.sweeps.trials.constrained_objective` of its seed-averaged normalised reward
 and cost: the constraint cost ≤ 1 first, then reward (not a weighted sum). The best sample per
 (task, K) goes to STORAGE/NAME/best_params.yaml, a sweep config that ``--config`` accepts.
@@ -22,8 +23,9 @@ import yaml
 from ray.tune.search import Repeater
 
 from rllib_caps.core.ray_internals import trial_group
-from rllib_caps.report.records import TrialRecord, load_trials
+from rllib_caps.report.records import MEMBERS, TrialRecord, load_trials
 from rllib_caps.sweeps.options import SweepError, SweepOptions
+from rllib_caps.sweeps.packing import packs
 from rllib_caps.sweeps.resources import plan_resources
 from rllib_caps.sweeps.runner import check_experiment_dir, check_trials, run_experiment, setup_dict
 from rllib_caps.sweeps.trials import constrained_objective
@@ -85,14 +87,15 @@ class SeedRepeater(Repeater):
         self.searcher.on_trial_complete(group.primary_trial_id, result={METRIC: constrained_objective(reward, cost)})
 
 
-def make_searcher(heads: int, seeds: int, ranges: dict[str, Any]) -> Any:
-    """OptunaSearch (TPE, seeded by ``search_space.seed``) wrapped to repeat every sample over the seeds."""
+def make_searcher(heads: int, repeats: int, ranges: dict[str, Any]) -> Any:
+    """OptunaSearch (TPE, seeded by ``search_space.seed``) wrapped to repeat every sample ``repeats`` times: once
+    per seed, or once where a sample's seeds are the members of one packed trial."""
     from optuna.samplers import TPESampler
     from ray.tune.search.optuna import OptunaSearch
 
     optuna = OptunaSearch(space=search_space(heads, ranges), metric=METRIC, mode="max",
                           sampler=TPESampler(seed=int(ranges.get("seed", 0))))
-    return SeedRepeater(optuna, repeat=seeds)
+    return SeedRepeater(optuna, repeat=repeats)
 
 
 def best_parameters(records: Iterable[TrialRecord]) -> dict[tuple[str, int], dict[str, Any]]:
@@ -143,8 +146,10 @@ def run_search(options: SweepOptions) -> Path:
         raise SweepError(f"--num-samples must be >= 1, got {options.num_samples}")
     experiment_dir = options.experiment_dir
     check_experiment_dir(experiment_dir, options.resume)
+    packed = packs(options) and len(options.seeds) > 1
+    repeats = 1 if packed else len(options.seeds)  # Tune trials per sample
     cluster = ray.cluster_resources()
-    resources = plan_resources(options.num_samples * len(options.seeds), cluster.get("CPU", 0),
+    resources = plan_resources(options.num_samples * repeats, cluster.get("CPU", 0),
                                cluster.get("GPU", 0), num_gpus=options.num_gpus,
                                cpus_per_trial=options.cpus_per_trial, gpus_per_trial=options.gpus_per_trial,
                                max_concurrent=options.max_concurrent)
@@ -155,13 +160,14 @@ def run_search(options: SweepOptions) -> Path:
     for task in tasks:
         for heads in options.heads:
             sub = experiment_dir / f"{task.name}-K{heads}"
-            logger.info("Optuna on %s K=%d: %d samples × %d seeds, %d trials at a time; results in %s", task.name,
-                        heads, options.num_samples, len(options.seeds), resources.concurrency, sub)
-            run_experiment(options, sub, {"algo": algo, "task": task.name, "heads": heads,
-                                          "seeds": list(options.seeds), "setup": setup},
+            logger.info("Optuna on %s K=%d: %d samples × %d seeds%s, %d trials at a time; results in %s",
+                        task.name, heads, options.num_samples, len(options.seeds),
+                        " (each sample's seeds as one population)" if packed else "", resources.concurrency, sub)
+            seeds = {MEMBERS: [{"seed": seed} for seed in options.seeds]} if packed else {"seeds": list(options.seeds)}
+            run_experiment(options, sub, {"algo": algo, "task": task.name, "heads": heads, **seeds, "setup": setup},
                            concurrency=resources.concurrency, resume=options.resume and sub.exists(),
-                           search_alg=make_searcher(heads, len(options.seeds), options.search_space),
-                           num_samples=options.num_samples * len(options.seeds))
+                           search_alg=make_searcher(heads, repeats, options.search_space),
+                           num_samples=options.num_samples * repeats)
     records, _ = load_trials(experiment_dir)
     best = best_parameters(records)
     for (task, heads), params in sorted(best.items()):

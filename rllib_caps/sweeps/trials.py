@@ -145,9 +145,14 @@ def sweep_metrics(evaluation: Mapping[str, Any] | None) -> dict[str, float]:
 
 
 def members_summary(results: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    """A packed trial's top-level metrics: the mean of its members' (what Tune, its searchers and the progress
-    table see; the report reads each member's own)."""
-    return {key: float(np.mean([result[key] for result in results])) for key in (*METRIC_KEYS, GRADIENT_STEPS)}
+    """A packed trial's top-level metrics (what Tune, its searchers and the progress table see; the report reads
+    each member's own): the members' mean normalised reward, cost and safe share, and the constrained objective of
+    those means, as a search scores a sample over its seeds; NaN before the final evaluation."""
+    summary = {key: float(np.mean([result[key] for result in results]))
+               for key in ("normalized_reward", "normalized_cost", "safe", GRADIENT_STEPS)}
+    summary["objective"] = (math.nan if math.isnan(summary["normalized_reward"]) else
+                            constrained_objective(summary["normalized_reward"], summary["normalized_cost"]))
+    return summary
 
 
 def critic_evaluations(entry: AlgorithmEntry, algorithm: Any, critics: Sequence[str],
