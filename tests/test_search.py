@@ -43,7 +43,7 @@ def test_without_a_safe_config_the_least_unsafe_wins() -> None:
 def test_optuna_is_told_the_objective_of_seed_averages() -> None:
     """Two seeds: (0.9, 1.4) unsafe and (0.5, 0.4) safe average to (0.7, 0.9), safe: Optuna must record 0.7,
     not the mean of the per-seed objectives."""
-    searcher = make_searcher(heads=2, seeds=2, ranges={"awr_beta": [1.0, 4.0], "seed": 1})
+    searcher = make_searcher(heads=2, repeats=2, ranges={"awr_beta": [1.0, 4.0], "seed": 1})
     assert isinstance(searcher, SeedRepeater) and isinstance(searcher.searcher, OptunaSearch)
     searcher.set_search_properties(metric=None, mode=None, config={})
     first, second = searcher.suggest("a"), searcher.suggest("b")
