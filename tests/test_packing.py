@@ -182,3 +182,23 @@ def test_a_packed_search_trains_each_samples_seeds_as_one_population(ray_address
             sum(r.evaluation["mean"]["normalized_reward"] for r in mine) / 2)
     chosen = yaml.safe_load(best_file.read_text())["overrides"]["BallCircle"]["K3"]
     assert chosen["awr_beta"] == best_parameters(records)[("BallCircle", 3)]["awr_beta"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_members_with_remote_evaluation_runners_evaluate_at_once_as_they_do_one_by_one(ray_address: str) -> None:
+    """With ``eval_runners`` ≥ 1 a packed trial's members evaluate at the same time, each on its own EnvRunners,
+    with the results that evaluating them one after another gives."""
+    options = SweepOptions(seeds=[3, 4], data_root=str(ROOT / "datasets"),
+                           training={**TINY_TRAINING, "eval_runners": 1})
+    setup = setup_dict(options, plan_resources(1, 2, 0, num_gpus=0, cpus_per_trial=1, gpus_per_trial=None,
+                                               max_concurrent=None))
+    (variant,) = packed_variants(grid_variants(options, options.task_specs()), options.seeds)
+    trainable = trial_class()(config={"variant": variant, "setup": setup})
+    while not (result := trainable.train())["done"]:
+        pass
+    assert all(algorithm.config.evaluation_num_env_runners == 1 for algorithm in trainable.algorithms)
+    at_once = [evaluation["dsrl"]["mean"] for evaluation in trainable.population.evaluate()]
+    one_by_one = [algorithm.evaluate()["dsrl"]["mean"] for algorithm in trainable.algorithms]
+    trainable.stop()
+    assert at_once == one_by_one == [result[MEMBERS][name]["evaluation"]["dsrl"]["mean"] for name in ("seed3", "seed4")]

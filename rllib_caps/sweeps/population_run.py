@@ -10,6 +10,7 @@ its κ), with a local learner whose module holds views into the population's sta
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +41,19 @@ class PopulationRun:
         results = [{LEARNER_RESULTS: {DEFAULT_MODULE_ID: {name: member[i] for name, member in values.items()}}}
                    for i in range(len(self.algorithms))]
         if evaluates_at(iteration, self.config):
-            for result, algorithm in zip(results, self.algorithms, strict=True):
-                result[EVALUATION_RESULTS] = algorithm.evaluate()
+            for result, evaluation in zip(results, self.evaluate(), strict=True):
+                result[EVALUATION_RESULTS] = evaluation
         return results
+
+    def evaluate(self) -> list[dict[str, Any]]:
+        """Every member's evaluation (``Algorithm.evaluate``). With remote evaluation EnvRunners
+        (``eval_runners`` ≥ 1) the members evaluate at once, each on its own runners (the trial's placement group
+        holds every member's), so their rollouts run in parallel on CPU workers; with in-process runners, one
+        member after another."""
+        if not self.config.evaluation_num_env_runners:
+            return [algorithm.evaluate() for algorithm in self.algorithms]
+        with ThreadPoolExecutor(len(self.algorithms), thread_name_prefix="member-evaluation") as pool:
+            return list(pool.map(lambda algorithm: algorithm.evaluate(), self.algorithms))
 
     def save(self, directory: str | Path) -> None:
         """Each member's ordinary checkpoint, ``directory/members/<name>/``, with its optimiser state."""

@@ -219,16 +219,16 @@ def _define_trial_class() -> type:
             self._critics = (setup.get("critics") or ["offline"]) if self._entry.evaluates_critics else ["offline"]
             self._fqe_steps = setup.get("fqe_steps")
             self.algorithms = [built.build_algo() for built in configs]
-            self._population = None if self._names == [None] else PopulationRun(self.algorithms, self._names)
+            self.population = None if self._names == [None] else PopulationRun(self.algorithms, self._names)
 
         def step(self) -> dict[str, Any]:
             iteration = self.iteration + 1
             done = iteration >= self._iterations
-            results = (self._population.train(iteration) if self._population else
+            results = (self.population.train(iteration) if self.population else
                        [self.algorithms[0].train()])
             results = [self._member_result(algorithm, result, iteration, done)
                        for algorithm, result in zip(self.algorithms, results, strict=True)]
-            if self._population is None:
+            if self.population is None:
                 return {**results[0], DONE: done}
             return {**members_summary(results), MEMBERS: dict(zip(self._names, results, strict=True)), DONE: done}
 
@@ -242,14 +242,14 @@ def _define_trial_class() -> type:
             return {**metrics, **result}
 
         def save_checkpoint(self, checkpoint_dir: str) -> None:
-            if self._population:
-                self._population.save(checkpoint_dir)
+            if self.population:
+                self.population.save(checkpoint_dir)
             else:
                 self.algorithms[0].save_to_path(checkpoint_dir)
 
         def load_checkpoint(self, checkpoint: str) -> None:
-            if self._population:
-                self._population.restore(checkpoint)
+            if self.population:
+                self.population.restore(checkpoint)
             else:
                 self.algorithms[0].restore_from_path(checkpoint)
 
