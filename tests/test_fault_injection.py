@@ -241,16 +241,18 @@ def test_a_trial_whose_kept_checkpoint_was_rotated_out_continues_from_it_after_a
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize(("signum", "status", "pack"), [(signal.SIGINT, 130, "off"), (signal.SIGTERM, 143, "off"),
+                                                       (signal.SIGTERM, 143, "on")])
 def test_an_interrupted_sweep_stops_as_tune_does_and_resumes(ray_address: str, tmp_path: Path, signum: int,
-                                                            status: int) -> None:
+                                                            status: int, pack: str) -> None:
     """Ctrl+C (SIGINT to the terminal's process group) or SIGTERM (to the driver) mid-trial: Tune saves the
     experiment, ``tune`` says so with the ``--resume`` command, exits 130 or 143 and leaves none of the Ray processes
-    it started; the printed command finishes the sweep."""
+    it started; the printed command finishes the sweep. Packed (``--pack on``: both seeds in one population), the
+    population continues from its members' checkpoints."""
     config = tmp_path / "sweep.yaml"
     config.write_text(yaml.safe_dump({"tasks": "BallCircle", "seeds": [0, 1], "data_root": str(BUNDLED.parent),
                                       "storage": str(tmp_path), "name": "stopped", "max_concurrent": 1,
-                                      "checkpoint_every": 1,
+                                      "checkpoint_every": 1, "pack": pack,
                                       "training": {**TINY_TRAINING, "steps": 600, "thresholds": [20]}}))
     log = tmp_path / "run.log"
     with ray_of_its_own("raytun") as ray_tmp, log.open("w") as out:
@@ -276,6 +278,7 @@ def test_an_interrupted_sweep_stops_as_tune_does_and_resumes(ray_address: str, t
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     records, unfinished = load_trials(tmp_path / "stopped")
     assert unfinished == [] and sorted(r.seed for r in records) == [0, 1]
+    assert len(list((tmp_path / "stopped").glob("*/params.json"))) == (1 if pack == "on" else 2)
 
 
 @pytest.fixture
