@@ -165,7 +165,8 @@ def run_populations(args: argparse.Namespace, data: Path) -> list[dict[str, Any]
     def learner(seed: int) -> Any:
         config = build_config(args.algo, "BallCircle", data, steps=args.steps, heads=heads, hidden=[hidden] * 2,
                               batch_size=args.batch, eval_episodes=0, seed=seed, backbone=args.backbone,
-                              matmul_precision=precision, num_gpus_per_learner=1 if args.device == "cuda" else 0)
+                              fused_critics=args.fused_critics, matmul_precision=precision,
+                              num_gpus_per_learner=1 if args.device == "cuda" else 0)
         config.validate()
         return local_learner(config)
 
@@ -189,7 +190,7 @@ def run_populations(args: argparse.Namespace, data: Path) -> list[dict[str, Any]
                                                               args.clock))
         m = {name: statistics.median(v) for name, v in speeds.items()}
         rows.append({"population": size, "hidden": hidden, "heads": heads, "batch": args.batch,
-                     "precision": precision,
+                     "precision": precision, "fused_critics": args.fused_critics,
                      **{f"{name}_{stat}": f(v) for name, v in speeds.items()
                         for stat, f in (("min", min), ("median", statistics.median), ("max", max))},
                      "population_memory_mib": population_mib, "separate_memory_mib": separate_mib,
@@ -201,13 +202,14 @@ def run_populations(args: argparse.Namespace, data: Path) -> list[dict[str, Any]
 
 
 def print_populations(rows: list[dict[str, Any]]) -> None:
-    print("| P | hidden | K | batch | population member-steps/s | separate learners member-steps/s "
+    print("| P | hidden | K | batch | critics | population member-steps/s | separate learners member-steps/s "
           "| population ÷ separate | population MiB | P separate MiB |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|")
     for r in rows:
         cells = [f"{r[f'{n}_median']:.1f} [{r[f'{n}_min']:.0f}-{r[f'{n}_max']:.0f}]" for n in ("population",
                                                                                              "separate")]
-        print(f"| {r['population']} | {r['hidden']} | {r['heads']} | {r['batch']} | " + " | ".join(cells)
+        print(f"| {r['population']} | {r['hidden']} | {r['heads']} | {r['batch']} | "
+              f"{'fused' if r['fused_critics'] else 'separate'} | " + " | ".join(cells)
               + f" | {r['ratio_population_separate']:.2f} | {r['population_memory_mib']:.0f} "
               f"| {r['separate_memory_mib']:.0f} |")
 
@@ -351,6 +353,8 @@ def main(argv: list[str] | None = None) -> int:
                         "robust on a shared machine, where waiting for a core would count as wall time)")
     p.add_argument("--compile", action="store_true",
                    help="torch.compile the forward pass and losses of both loops (RLlib's torch_compile_learner)")
+    p.add_argument("--fused-critics", action="store_true",
+                   help="with --population: CAPS's critic pairs as one ensemble each (fused_critics) [separate MLPs]")
     p.add_argument("--population", type=int, nargs="+", metavar="P",
                    help="instead of the matrix: populations of P trials trained as one vmapped program against "
                         "separate learners, at the first --hidden, --heads and --precision")

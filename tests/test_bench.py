@@ -35,6 +35,9 @@ def test_population_rows_compare_a_population_with_separate_learners(capsys: pyt
     rows = json.loads(capsys.readouterr().out)["rows"]
     assert [row["population"] for row in rows] == [1, 3]
     assert all(row["population_median"] > 0 and row["separate_median"] > 0 for row in rows)
+    assert main(["--population", "2", "--fused-critics", "--hidden", "16", "--heads", "2", "--batch", "8",
+                 "--steps", "2", "--repetitions", "1", "--warmup", "1"]) == 0
+    assert "| 2 | 16 | 2 | 8 | fused |" in capsys.readouterr().out
 
 
 @pytest.mark.slow

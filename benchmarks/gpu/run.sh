@@ -35,8 +35,10 @@ if part bench; then
     done
 fi
 if part population; then
-    python3 -m rllib_caps.bench --device cuda --hidden 512 --batch 512 --heads 2 --precision high \
-        --population 1 8 32 128 --steps 64 --repetitions 3 2>&1 | grep -v WARNING | tee "$OUT/population.txt"
+    for critics in "" "--fused-critics"; do
+        python3 -m rllib_caps.bench --device cuda --hidden 512 --batch 512 --heads 2 --precision high $critics \
+            --population 1 8 32 128 --steps 64 --repetitions 3 2>&1 | grep -v WARNING | tee -a "$OUT/population.txt"
+    done
 fi
 if part grid; then
     python3 -m rllib_caps.bench --device cuda --project-grid --grid-config tune_configs/paper.yaml --steps 256 --repetitions 3 2>&1 | grep -v WARNING \
