@@ -48,11 +48,10 @@ def test_code_mode_averages_the_actor_loss_over_heads() -> None:
 
 def test_code_mode_has_a_separate_beta_for_the_cost_advantage() -> None:
     a_r, a_c = torch.tensor([0.5]), torch.tensor([0.25])
-    w = head_weights(a_r, a_c, beta=2.0, beta_cost=4.0, reward_coef=[1.0, 1.0, 0.0], cost_coef=[0.0, 0.5, 1.0],
-                     mode="code")
+    w = head_weights(a_r, a_c, beta=2.0, beta_cost=4.0, lambdas=[0.5], mode="code")
     want = [math.exp(1.0), math.exp(1.0) + 0.5 * math.exp(1.0), math.exp(1.0)]  # β a_r = 1 and β_c a_c = 1
     torch.testing.assert_close(w[0], torch.tensor(want))
-    same = head_weights(a_r, a_c, beta=2.0, reward_coef=[1.0, 0.0], cost_coef=[0.0, 1.0], mode="code")
+    same = head_weights(a_r, a_c, beta=2.0, lambdas=[], mode="code")
     torch.testing.assert_close(same[0], torch.tensor([math.exp(1.0), math.exp(0.5)]))  # default β_c = β
     assert config(implementation="code", beta_cost=4.0).loss_settings().beta_cost == 4.0
     with pytest.raises(ValueError, match="beta_cost is only used by implementation 'code'"):

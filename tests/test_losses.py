@@ -44,14 +44,18 @@ def test_default_lambdas() -> None:
 
 
 def test_head_coefficients() -> None:
-    assert head_coefficients([]) == ([1.0, 0.0], [0.0, 1.0])
-    reward, cost = head_coefficients([2 / 3, 4 / 3])
-    assert reward == [1.0, 1.0, 1.0, 0.0]
-    assert cost == pytest.approx([0.0, 2 / 3, 4 / 3, 1.0])
-    reward, cost = head_coefficients(default_lambdas(8))
+    like = torch.zeros((), dtype=torch.float64)
+    assert [c.tolist() for c in head_coefficients([], like)] == [[1.0, 0.0], [0.0, 1.0]]
+    reward, cost = head_coefficients([2 / 3, 4 / 3], like)
+    assert reward.tolist() == [1.0, 1.0, 1.0, 0.0]
+    assert cost.tolist() == pytest.approx([0.0, 2 / 3, 4 / 3, 1.0])
+    assert reward.dtype == cost.dtype == torch.float64
+    reward, cost = head_coefficients(default_lambdas(8), like)
     assert len(reward) == len(cost) == 8
     assert reward[0] == 1.0 and cost[0] == 0.0  # π^r: A^r only
     assert reward[-1] == 0.0 and cost[-1] == 1.0  # π^c: A^{−c} only
+    as_tensor = head_coefficients(torch.tensor([2 / 3, 4 / 3], dtype=torch.float64), like)  # a member's λ_k
+    torch.testing.assert_close(as_tensor, head_coefficients([2 / 3, 4 / 3], like), rtol=0, atol=0)
 
 
 # ------------------------------------------------------------------------------------------------- expectile
@@ -139,9 +143,7 @@ def test_critic_pair_gradients_stop_at_targets() -> None:
 
 def test_head_weights_paper_by_hand() -> None:
     a_r, a_c = t(0.1, 1.0, 2.5), t(0.2, -0.5, 1.0)  # a_c is the goodness advantage A^{−c}
-    reward_coef, cost_coef = head_coefficients([2 / 3, 4 / 3])
-    w = head_weights(a_r, a_c, beta=2.0, reward_coef=reward_coef, cost_coef=cost_coef, max_weight=100.0,
-                     mode="paper")
+    w = head_weights(a_r, a_c, beta=2.0, lambdas=[2 / 3, 4 / 3], max_weight=100.0, mode="paper")
     e = math.exp
     want = [
         [e(0.2), e(2 * (0.1 + 2 / 3 * 0.2)), e(2 * (0.1 + 4 / 3 * 0.2)), e(0.4)],
@@ -153,9 +155,7 @@ def test_head_weights_paper_by_hand() -> None:
 
 def test_head_weights_code_by_hand() -> None:
     a_r, a_c = t(0.1, 1.0, 2.5), t(0.2, -0.5, 3.0)
-    reward_coef, cost_coef = head_coefficients([2 / 3, 4 / 3])
-    w = head_weights(a_r, a_c, beta=2.0, reward_coef=reward_coef, cost_coef=cost_coef, max_weight=100.0,
-                     mode="code")
+    w = head_weights(a_r, a_c, beta=2.0, lambdas=[2 / 3, 4 / 3], max_weight=100.0, mode="code")
     e = math.exp
     w_r = [e(0.2), e(2.0), 100.0]  # exp(5) clipped
     w_c = [e(0.4), e(-1.0), 100.0]  # exp(6) clipped
@@ -168,8 +168,7 @@ def test_head_weights_code_by_hand() -> None:
 def test_head_weights_modes_agree_on_extreme_heads() -> None:
     rng = np.random.default_rng(0)
     a_r, a_c = torch.from_numpy(rng.normal(size=50) * 2), torch.from_numpy(rng.normal(size=50) * 2)
-    coefs = head_coefficients(default_lambdas(8))
-    kw = dict(beta=3.0, reward_coef=coefs[0], cost_coef=coefs[1], max_weight=100.0)
+    kw = dict(beta=3.0, lambdas=default_lambdas(8), max_weight=100.0)
     paper, code = head_weights(a_r, a_c, mode="paper", **kw), head_weights(a_r, a_c, mode="code", **kw)
     assert paper.shape == code.shape == (50, 8)
     torch.testing.assert_close(paper[:, 0], code[:, 0])

@@ -27,6 +27,12 @@ def _learner(algo: str, seed: int, device: str = "cpu", **settings):
 MEMBERS = {  # algorithm, settings shared by the members, and each member's own settings
     "caps-iql": ("caps", {"heads": 3}, [{"seed": 0}, {"seed": 10}, {"seed": 20}]),
     "caps-sacbc": ("caps", {"heads": 2, "backbone": "sacbc"}, [{"seed": 0}, {"seed": 10}, {"seed": 20}]),
+    # an Optuna search's samples: members that differ in β and λ_k (same seed: only the hyperparameters tell them
+    # apart), the population passing each its own as tensors
+    "caps-iql-search": ("caps", {"heads": 3}, [{"seed": 0, "awr_beta": 1.0, "lambdas": [0.3]},
+                                               {"seed": 0, "awr_beta": 6.0, "lambdas": [2.0]}, {"seed": 10}]),
+    "caps-sacbc-search": ("caps", {"heads": 3, "backbone": "sacbc"}, [{"seed": 0, "lambdas": [0.3]},
+                                                                      {"seed": 0, "lambdas": [2.5]}]),
     "bc-safe-per-kappa": ("bc-safe", {}, [{"seed": 0, "cost_limit": 10}, {"seed": 0, "cost_limit": 20},
                                           {"seed": 10, "cost_limit": 40}]),
 }
@@ -82,9 +88,21 @@ def test_members_are_views_of_the_stacks_and_act_as_ordinary_modules() -> None:
                                member.forward_inference({"obs": obs})["actions"])
 
 
-def test_members_that_differ_in_more_than_seed_and_cost_limit_are_refused() -> None:
-    with pytest.raises(ValueError, match="differ only in .*awr_beta"):
-        Population.of_learners([_learner("caps", 0, heads=2), _learner("caps", 1, heads=2, awr_beta=1.0)])
+def test_members_that_differ_in_more_than_seed_cost_limit_and_hyperparameters_are_refused() -> None:
+    with pytest.raises(ValueError, match=r"differ only in \['awr_beta', 'cost_limit', 'lambdas', 'seed'\]; these "
+                                         "differ: expectile_reward"):
+        Population.of_learners([_learner("caps", 0, heads=2), _learner("caps", 1, heads=2, expectile_reward=0.8)])
+    with pytest.raises(ValueError, match=r"differ only in \['cost_limit', 'seed'\]; these differ: .*actor_lr"):
+        Population.of_learners([_learner("bc-safe", 0, cost_limit=20), _learner("bc-safe", 1, cost_limit=20,
+                                                                                 actor_lr=1e-4)])
+
+
+def test_only_the_hyperparameters_the_members_differ_in_become_their_tensors() -> None:
+    population = Population.of_learners([_learner("caps", 0, heads=4, awr_beta=1.0),
+                                         _learner("caps", 1, heads=4, awr_beta=2.5)])
+    assert population.hyperparameters.keys() == {"awr_beta"}  # λ_k are the same default for both: config values
+    torch.testing.assert_close(population.hyperparameters["awr_beta"], torch.tensor([1.0, 2.5]))
+    assert Population.of_learners([_learner("caps", s, heads=2) for s in (0, 1)]).hyperparameters == {}
 
 
 def test_an_algorithm_whose_losses_have_side_effects_cannot_form_a_population() -> None:

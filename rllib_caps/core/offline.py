@@ -182,6 +182,12 @@ class OfflineSafeConfig(ConfigHooks, AlgorithmConfig):
             raise ValueError("horizon must be set for an env that is not a DSRL task")
         return self.task.max_episode_steps
 
+    def member_hyperparameters(self) -> dict[str, Any]:
+        """The settings, besides seed and κ, in which the members of one population (``rllib_caps.core.population``)
+        may differ, by config name: numbers (or lists of numbers) that the learner's ``member_losses`` takes as a
+        member's own tensors (its ``hyperparameters`` argument). None by default."""
+        return {}
+
     def apply_smoke_test_limits(self) -> OfflineSafeConfig:
         """Under ``RLLIB_CAPS_SMOKE_TEST``: at most 20 gradient steps in iterations of at most 10, hidden
         [16, 16], batches of at most 32 and 1 evaluation episode per threshold. Otherwise unchanged."""

@@ -26,13 +26,14 @@ from rllib_caps.core.optim import adam
 from rllib_caps.core.ray_internals import foreach_lerp_
 from rllib_caps.core.torch_learner import OfflineSafeTorchLearner
 
-# (module, minibatch) -> the member's loss terms, each a scalar: what one member's gradient step minimises.
-MemberLoss = Callable[[nn.Module, dict[str, torch.Tensor]], dict[str, torch.Tensor]]
+# (module, minibatch, its hyperparameters) -> the member's loss terms, each a scalar: what one member's gradient step
+# minimises. The hyperparameters are the member's own tensors of those in which the members differ (may be none).
+MemberLoss = Callable[[nn.Module, dict[str, torch.Tensor], dict[str, torch.Tensor]], dict[str, torch.Tensor]]
 # () -> one member's next minibatch, drawn from its own generator (and its own dataset, e.g. BC-Safe's per κ).
 Sampler = Callable[[], dict[str, torch.Tensor]]
 
 
-MEMBER_SETTINGS = frozenset({"seed", "cost_limit"})  # the settings in which a population's members may differ
+MEMBER_SETTINGS = frozenset({"seed", "cost_limit"})  # settings in which any population's members may differ
 
 
 def _config_differences(first: Any, other: Any) -> set[str]:
@@ -47,6 +48,14 @@ def forms_populations(learner_class: type) -> bool:
     return learner_class.member_losses is not OfflineSafeTorchLearner.member_losses
 
 
+def member_hyperparameters(configs: Sequence[Any], device: torch.device | str) -> dict[str, torch.Tensor]:
+    """The ``member_hyperparameters`` in which the members' configs differ, each stacked ``(P, ...)`` (float32, on
+    ``device``): what each member's losses take as its own. Those all members share stay in the config."""
+    values = [config.member_hyperparameters() for config in configs]
+    return {name: torch.tensor([own[name] for own in values], dtype=torch.float32, device=device)
+            for name in values[0] if any(repr(own[name]) != repr(values[0][name]) for own in values)}
+
+
 def _optimizers(learner: Any) -> dict[str, torch.optim.Optimizer]:
     return dict(learner.get_optimizers_for_module(DEFAULT_MODULE_ID))
 
@@ -58,15 +67,18 @@ class _MemberStep(nn.Module):
         super().__init__()
         self.module, self.loss = module, loss
 
-    def forward(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        return self.loss(self.module, batch)
+    def forward(self, batch: dict[str, torch.Tensor], hyperparameters: dict[str, torch.Tensor]
+                ) -> dict[str, torch.Tensor]:
+        return self.loss(self.module, batch, hyperparameters)
 
 
 class Population:
     """P members trained together.
 
     ``members`` are built modules of one class and shape with their target networks made (``TargetNetworkAPI``);
-    ``samplers`` draw each member's minibatches; ``loss(module, batch)`` returns one member's loss terms;
+    ``samplers`` draw each member's minibatches; ``loss(module, batch, hyperparameters)`` returns one member's loss
+    terms, ``hyperparameters`` being the member's rows of ``hyperparameters`` (each stacked ``(P, ...)``: e.g. the
+    β and λ_k of an Optuna search's samples);
     ``optimizer_groups`` maps an optimiser's name to (member 0's parameters it steps, learning rate), as the
     algorithm's learner registers them; ``target_pairs`` names each (online, target) submodule pair, whose targets
     take a Polyak step with ``tau`` after every gradient step.
@@ -75,12 +87,13 @@ class Population:
     def __init__(self, members: Sequence[nn.Module], samplers: Sequence[Sampler], loss: MemberLoss, *,
                  optimizer_groups: Mapping[str, tuple[Sequence[nn.Parameter], float]], tau: float,
                  target_pairs: Sequence[tuple[str, str]], generators: Sequence[torch.Generator] = (),
-                 captured: bool = False) -> None:
+                 hyperparameters: Mapping[str, torch.Tensor] | None = None, captured: bool = False) -> None:
         if len(members) != len(samplers) or not members:
             raise ValueError(f"a population needs one sampler per member, got {len(members)} members and "
                              f"{len(samplers)} samplers")
         self.members, self.samplers, self.tau = list(members), list(samplers), tau
         self.params, self.buffers = torch.func.stack_module_state(self.members)
+        self.hyperparameters = dict(hyperparameters or {})
         self._share_storage()
         names = {id(p): name for name, p in self.members[0].named_parameters()}
         self.optimizers = {group: adam([self.params[names[id(p)]] for p in params], lr, fused=captured)
@@ -95,40 +108,49 @@ class Population:
                              for online, target in target_pairs]
         step = _MemberStep(self.members[0], loss)
         self._losses = torch.func.vmap(
-            lambda params, buffers, batch: torch.func.functional_call(
+            lambda params, buffers, batch, hyperparameters: torch.func.functional_call(
                 step, ({f"module.{n}": p for n, p in params.items()}, {f"module.{n}": b for n, b in buffers.items()}),
-                (batch,)),
+                (batch, hyperparameters)),
             randomness="error")  # every random draw comes from the members' samplers, none from torch's global one
 
     @classmethod
     def of_learners(cls, learners: Sequence[Any], captured: bool = False) -> Population:
         """The population of these built learners' modules: one ``OfflineSafeTorchLearner`` per trial, each built
-        from that trial's config (its seed; for BC-Safe its κ, which only selects its data). The first learner
-        gives the losses (``member_losses``), the optimiser groups and τ; the others must differ from it in
-        ``seed`` or ``cost_limit`` alone. ``captured`` (CUDA) replays the population's step as a CUDA graph
+        from that trial's config (its seed; for BC-Safe its κ, which only selects its data; for CAPS its β and
+        λ_k, the config's ``member_hyperparameters``, which its losses take as the member's own tensors). The first
+        learner gives the losses (``member_losses``), the optimiser groups and τ; the others may differ from it in
+        those settings alone. ``captured`` (CUDA) replays the population's step as a CUDA graph
         (``rllib_caps.core.captured_step``)."""
         first = learners[0]
         if not forms_populations(type(first)):
             raise ValueError(f"{type(first).__name__} computes its losses with side effects (no member_losses): it "
                              "cannot train as a population")
+        configs = [learner.config.get_config_for_module(DEFAULT_MODULE_ID) for learner in learners]
+        allowed = MEMBER_SETTINGS | set(configs[0].member_hyperparameters())
         for learner in learners[1:]:
-            differing = _config_differences(first.config, learner.config) - MEMBER_SETTINGS
+            differing = _config_differences(first.config, learner.config) - allowed
             if differing:
-                raise ValueError(f"population members must differ only in {sorted(MEMBER_SETTINGS)}; these differ: "
+                raise ValueError(f"population members must differ only in {sorted(allowed)}; these differ: "
                                  f"{', '.join(sorted(differing))}")
         modules = [learner.module[DEFAULT_MODULE_ID].unwrapped() for learner in learners]
         names = {id(submodule): name for name, submodule in modules[0].named_modules()}
         groups = {name: (optimizer.param_groups[0]["params"], optimizer.param_groups[0]["lr"])
                   for name, optimizer in _optimizers(first).items()}
-        config = first.config.get_config_for_module(DEFAULT_MODULE_ID)
+        config = configs[0]
+
+        def losses(module: nn.Module, batch: dict[str, torch.Tensor], hyperparameters: dict[str, torch.Tensor]
+                   ) -> dict[str, torch.Tensor]:
+            own = (hyperparameters,) if hyperparameters else ()  # only learners whose configs declare some take them
+            return first.member_losses(module.forward_train(batch), batch, config, *own)
+
         return cls(modules, [functools.partial(learner.sample_minibatch, config.train_batch_size_per_learner)
-                             for learner in learners],
-                   lambda module, batch: first.member_losses(module.forward_train(batch), batch, config),
+                             for learner in learners], losses,
                    optimizer_groups=groups, tau=config.tau,
                    target_pairs=[(names[id(online)], names[id(target)])
                                  for online, target in (modules[0].get_target_network_pairs()
                                                         if isinstance(modules[0], TargetNetworkAPI) else ())],
-                   generators=[learner._generator for learner in learners], captured=captured)
+                   generators=[learner._generator for learner in learners],
+                   hyperparameters=member_hyperparameters(configs, first.device), captured=captured)
 
     def save_optimizer_states(self, learners: Sequence[Any]) -> None:
         """Writes each member's slice of the population's Adam states into its own learner's optimisers (the
@@ -181,7 +203,8 @@ class Population:
     def step(self, batch: dict[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
         """One gradient step of every member (on ``batch``, or a fresh ``sample()``): the vmapped losses, one
         backward pass, the optimisers, then the Polyak step. Returns each loss term per member, shape ``(P,)``."""
-        losses = self._losses(self.params, self.buffers, self.sample() if batch is None else batch)
+        losses = self._losses(self.params, self.buffers, self.sample() if batch is None else batch,
+                              self.hyperparameters)
         for optimizer in self.optimizers.values():
             optimizer.zero_grad(set_to_none=True)
         torch.stack([term.sum() for term in losses.values()]).sum().backward()

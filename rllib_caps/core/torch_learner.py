@@ -106,10 +106,13 @@ class OfflineSafeTorchLearner(UpdateStepHook, TorchLearner, OfflineSafeLearner):
                                     params=params, lr_or_lr_schedule=None if name in unscheduled else lr)
         return optimizers
 
-    def member_losses(self, fwd_out: dict, batch: dict, config: Any) -> dict[str, torch.Tensor]:
+    def member_losses(self, fwd_out: dict, batch: dict, config: Any,
+                      hyperparameters: Mapping[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
         """The named loss terms of one module's step, as a pure function of its forward outputs and minibatch: the
         RLlib step sums them (``compute_loss_for_module``), and a population (``rllib_caps.core.population``)
-        vmaps them over its members. A learner whose step has side effects overrides ``compute_loss_for_module``
+        vmaps them over its members. ``hyperparameters``: a member's own values of the config's
+        ``member_hyperparameters`` (tensors), where a population's members differ in them; only configs that
+        declare some get any. A learner whose step has side effects overrides ``compute_loss_for_module``
         instead, and cannot train as a population."""
         raise NotImplementedError(f"{type(self).__name__} computes its losses in compute_loss_for_module")
 

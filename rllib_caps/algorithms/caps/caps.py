@@ -14,7 +14,8 @@ RLlib's new API stack, built on the offline base of ``rllib_caps.core.offline``.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from ray.rllib.algorithms.algorithm_config import NotProvided
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
@@ -25,6 +26,9 @@ from rllib_caps.algorithms.caps.sacbc_losses import SACBCLossSettings
 from rllib_caps.algorithms.caps.switching import HEAD_SELECTIONS
 from rllib_caps.core.calibration import CALIBRATIONS
 from rllib_caps.core.offline import OfflineSafeAlgorithm, OfflineSafeConfig
+
+if TYPE_CHECKING:
+    import torch
 
 logger = logging.getLogger(__name__)
 
@@ -183,18 +187,27 @@ class CAPSConfig(OfflineSafeConfig):
         """The authors' IQL code anneals the actor lr with a cosine (``CAPSTorchLearner``)."""
         return self.implementation == "code" and self.backbone == "iql"
 
-    def loss_settings(self) -> CAPSLossSettings | SACBCLossSettings:
-        """The hyperparameters the backbone's pure loss function takes."""
+    @override(OfflineSafeConfig)
+    def member_hyperparameters(self) -> dict[str, Any]:
+        """The settings in which the members of one population may differ (an Optuna search's samples), by config
+        name: β and the middle heads' λ_k (``rllib_caps.core.population``)."""
+        return {"awr_beta": self.awr_beta, "lambdas": self.resolved_lambdas}
+
+    def loss_settings(self, hyperparameters: Mapping[str, torch.Tensor] | None = None
+                      ) -> CAPSLossSettings | SACBCLossSettings:
+        """The hyperparameters the backbone's pure loss function takes; ``hyperparameters`` (named as in
+        ``member_hyperparameters``) replace the config's with a population member's own tensors."""
+        own = {"awr_beta": self.awr_beta, "lambdas": tuple(self.resolved_lambdas), **(hyperparameters or {})}
         if self.backbone == "sacbc":
             return SACBCLossSettings(
-                gamma=self.gamma, reward_scale=self.reward_scale, lambdas=tuple(self.resolved_lambdas),
+                gamma=self.gamma, reward_scale=self.reward_scale, lambdas=own["lambdas"],
                 cost_maximize=self.implementation == "code", time_limit=self.resolved_time_limit,
                 q_weight=self.q_weight, cost_gamma=self.resolved_cost_gamma,
             )
         return CAPSLossSettings(
             gamma=self.gamma, reward_scale=self.reward_scale, expectile_reward=self.expectile_reward,
-            expectile_cost=self.expectile_cost, beta=self.awr_beta, beta_cost=self.beta_cost,
-            max_weight=self.max_weight, lambdas=tuple(self.resolved_lambdas), implementation=self.implementation,
+            expectile_cost=self.expectile_cost, beta=own["awr_beta"], beta_cost=self.beta_cost,
+            max_weight=self.max_weight, lambdas=own["lambdas"], implementation=self.implementation,
             time_limit=self.resolved_time_limit, cost_gamma=self.resolved_cost_gamma,
         )
 

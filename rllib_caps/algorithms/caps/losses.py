@@ -7,6 +7,7 @@ learner and the plain-PyTorch benchmark loop. The critic-pair losses are the sha
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -24,27 +25,27 @@ def default_lambdas(num_heads: int) -> list[float]:
     return [k / ((num_heads - 1) / 2) for k in range(1, num_heads - 1)]
 
 
-def head_coefficients(lambdas: list[float]) -> tuple[list[float], list[float]]:
-    """Per-head (reward, cost) advantage coefficients: head 0 uses A^r only, head K−1 uses −A^c only,
-    middle head k uses A^r − λ_k A^c (paper, text after Eq. 9)."""
-    reward = [1.0] + [1.0] * len(lambdas) + [0.0]
-    cost = [0.0] + list(lambdas) + [1.0]
-    return reward, cost
-
-
-def coefficients_like(values: list[float], like: torch.Tensor) -> torch.Tensor:
+def coefficients_like(values: Sequence[float], like: torch.Tensor) -> torch.Tensor:
     """``values`` as a 1-d tensor of ``like``'s dtype and device, each filled on the device rather than copied from
     the host: a captured CUDA graph may not copy pageable host memory."""
-    return torch.stack([like.new_full((), float(x)) for x in values])
+    return torch.stack([like.new_full((), float(x)) for x in values]) if len(values) else like.new_zeros(0)
+
+
+def head_coefficients(lambdas: Sequence[float] | torch.Tensor, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-head (reward, cost) advantage coefficients, each ``(K,)`` of ``like``'s dtype and device: head 0 uses
+    A^r only, head K−1 uses −A^c only, middle head k uses A^r − λ_k A^c (paper, text after Eq. 9). ``lambdas``: the
+    K−2 middle λ_k, or a population member's own λ_k as a tensor (``rllib_caps.core.population``)."""
+    middle = lambdas if isinstance(lambdas, torch.Tensor) else coefficients_like(lambdas, like)
+    one, zero = like.new_ones(1), like.new_zeros(1)
+    return torch.cat([one, torch.ones_like(middle), zero]), torch.cat([zero, middle, one])
 
 
 def head_weights(
     reward_advantage: torch.Tensor,
     cost_advantage: torch.Tensor,
     *,
-    beta: float,
-    reward_coef: list[float],
-    cost_coef: list[float],
+    beta: float | torch.Tensor,
+    lambdas: Sequence[float] | torch.Tensor,
     max_weight: float = 100.0,
     mode: str = "paper",
     beta_cost: float | None = None,
@@ -56,11 +57,11 @@ def head_weights(
       with the cost advantage's own ``beta_cost`` β_c (None: β), as in the authors' code.
 
     Both advantages are goodness-oriented (see module docstring); the coefficients come from
-    :func:`head_coefficients`.
+    :func:`head_coefficients`. ``beta`` and ``lambdas`` may be a population member's tensors.
     """
     a_r = reward_advantage.unsqueeze(-1)
     a_c = cost_advantage.unsqueeze(-1)
-    r, c = coefficients_like(reward_coef, a_r), coefficients_like(cost_coef, a_c)
+    r, c = head_coefficients(lambdas, a_r)
     if mode == "paper":
         return torch.clamp(torch.exp(beta * (r * a_r + c * a_c)), max=max_weight)
     if mode == "code":
@@ -100,9 +101,9 @@ class CAPSLossSettings:
     reward_scale: float
     expectile_reward: float
     expectile_cost: float
-    beta: float
+    beta: float | torch.Tensor  # a tensor: a population member's own (``CAPSConfig.loss_settings``)
     max_weight: float
-    lambdas: tuple[float, ...]
+    lambdas: tuple[float, ...] | torch.Tensor
     implementation: str
     time_limit: str
     cost_gamma: float  # the cost critics' discount (``CAPSConfig.cost_gamma``; γ unless set)
@@ -140,10 +141,8 @@ def caps_iql_losses(fwd_out: dict[str, torch.Tensor], batch: dict[str, torch.Ten
         signal=cost_sign * batch[schema.COSTS], terminateds=terminateds,
         gamma=settings.cost_gamma, expectile=settings.expectile_cost, maximize=settings.cost_maximize,
     )
-    reward_coef, cost_coef = head_coefficients(list(settings.lambdas))
-    weights = head_weights(reward.advantage, cost.advantage, beta=settings.beta, reward_coef=reward_coef,
-                           cost_coef=cost_coef, max_weight=settings.max_weight, mode=settings.implementation,
-                           beta_cost=settings.beta_cost)
+    weights = head_weights(reward.advantage, cost.advantage, beta=settings.beta, lambdas=settings.lambdas,
+                           max_weight=settings.max_weight, mode=settings.implementation, beta_cost=settings.beta_cost)
     log_probs = gaussian_log_prob(batch[schema.ACTIONS], fwd_out[m.HEAD_MEANS], fwd_out[m.HEAD_LOG_STD])
     return {
         "actor_loss": actor_loss(log_probs, weights, mean_over_heads=settings.mean_over_heads),

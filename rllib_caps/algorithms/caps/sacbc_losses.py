@@ -15,13 +15,14 @@ the plain benchmark loop both call :func:`caps_sacbc_losses`. The TD pieces are 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
 from rllib_caps.algorithms.caps import keys as m
-from rllib_caps.algorithms.caps.losses import coefficients_like, head_coefficients
+from rllib_caps.algorithms.caps.losses import head_coefficients
 from rllib_caps.core.losses import pessimistic_twin, td_target, twin_td_loss
 from rllib_caps.core.time_limit import episode_ends
 from rllib_caps.data import schema
@@ -46,11 +47,11 @@ def squashed_gaussian_sample(mean: torch.Tensor, log_std: torch.Tensor, noise: t
     return torch.tanh(pre_tanh), squashed_log_prob(pre_tanh, mean, log_std)
 
 
-def head_q_values(q_reward: torch.Tensor, q_cost_goodness: torch.Tensor, lambdas: list[float]) -> torch.Tensor:
+def head_q_values(q_reward: torch.Tensor, q_cost_goodness: torch.Tensor, lambdas: Sequence[float] | torch.Tensor
+                  ) -> torch.Tensor:
     """``Q^k = Q^r − λ_k Q^c`` per head, shape ``(B, K)``, from ``(B, K)`` inputs; ``q_cost_goodness`` is the
     cost critic oriented so that larger is cheaper (−Q^c), as everywhere in the losses."""
-    reward_coef, cost_coef = head_coefficients(lambdas)
-    r, c = coefficients_like(reward_coef, q_reward), coefficients_like(cost_coef, q_reward)
+    r, c = head_coefficients(lambdas, q_reward)
     return r * q_reward + c * q_cost_goodness
 
 
@@ -99,7 +100,7 @@ class SACBCLossSettings:
 
     gamma: float
     reward_scale: float
-    lambdas: tuple[float, ...]
+    lambdas: tuple[float, ...] | torch.Tensor  # a tensor: a population member's own (``CAPSConfig.loss_settings``)
     cost_maximize: bool  # the cost critics hold −c (the authors' convention, "code") instead of +c ("paper")
     time_limit: str
     q_weight: float  # TD3+BC's α: the Q term is scaled by q_weight / mean|Q^k|
@@ -128,7 +129,7 @@ def caps_sacbc_losses(fwd_out: dict[str, torch.Tensor], batch: dict[str, torch.T
         maximize=settings.cost_maximize,
     )
     q_cost = goodness * pessimistic_twin(fwd_out[m.QC_PI], fwd_out[m.QC_PI_TWIN], maximize=settings.cost_maximize)
-    q_heads = head_q_values(torch.min(fwd_out[m.QR_PI], fwd_out[m.QR_PI_TWIN]), q_cost, list(settings.lambdas))
+    q_heads = head_q_values(torch.min(fwd_out[m.QR_PI], fwd_out[m.QR_PI_TWIN]), q_cost, settings.lambdas)
     log_probs = fwd_out[m.PI_LOG_PROBS]
     target_entropy = -float(fwd_out[m.PI_ACTIONS].shape[-1])
     return {

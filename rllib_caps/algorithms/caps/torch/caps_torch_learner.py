@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -78,8 +79,9 @@ class CAPSTorchLearner(OfflineSafeTorchLearner):
         return caps_minibatch(self.dataset, batch_size, generator, self.config)
 
     @override(OfflineSafeTorchLearner)
-    def member_losses(self, fwd_out: dict, batch: dict, config: Any) -> dict[str, torch.Tensor]:
-        return BACKBONE_LOSSES[config.backbone](fwd_out, batch, config.loss_settings())
+    def member_losses(self, fwd_out: dict, batch: dict, config: Any,
+                      hyperparameters: Mapping[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
+        return BACKBONE_LOSSES[config.backbone](fwd_out, batch, config.loss_settings(hyperparameters))
 
     @override(OfflineSafeTorchLearner)
     def captured_step_blockers(self) -> list[str]:
