@@ -29,6 +29,7 @@ from rllib_caps.envs import SUITES, TaskSpec
 from rllib_caps.report.records import REPORT_DIR, load_trials
 from rllib_caps.sweeps.grid import describe_grid
 from rllib_caps.sweeps.options import PACK_MODES, SweepError, SweepOptions, option_type, resolve_options
+from rllib_caps.sweeps.packing import MAX_MEMBERS
 from rllib_caps.sweeps.runner import check_experiment_dir, run_sweep, start_ray
 from rllib_caps.sweeps.tracking import DEFAULT_WANDB_PROJECT, MLFLOW_DB, SQLITE
 from rllib_caps.sweeps.trials import missing_datasets, missing_datasets_message
@@ -154,6 +155,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    "and K; each sample runs every seed; best parameters go to STORAGE/NAME/best_params.yaml")
     g.add_argument("--num-samples", type=option_type("num_samples"),
                    help=f"Optuna samples per task and K [{d.num_samples}]")
+    g.add_argument("--population-samples", type=option_type("population_samples"), metavar="N",
+                   help="with packing (--pack), train N samples × every seed as one population per Tune trial, each "
+                        "sample's β and λ_k its members' own [the samples spread evenly over the trials that run at "
+                        f"once, at most {MAX_MEMBERS} members per population]")
     g = p.add_argument_group("cluster and resources")
     g.add_argument("--address", help="join this Ray cluster (e.g. auto or ray://host:10001) instead of starting one")
     g.add_argument("--dashboard", action="store_true", default=None,

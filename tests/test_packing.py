@@ -157,29 +157,33 @@ def test_a_packed_trial_restored_from_its_checkpoint_continues_as_if_uninterrupt
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_a_packed_search_trains_each_samples_seeds_as_one_population(ray_address: str, tmp_path: Path) -> None:
-    """``--search optuna --pack on``: each Optuna sample is one Tune trial whose members are the seeds; the report
-    has a record per sample and seed, and the best parameters come from the seed averages as unpacked."""
+def test_a_packed_search_trains_several_samples_and_their_seeds_as_one_population(ray_address: str,
+                                                                                   tmp_path: Path) -> None:
+    """``--search optuna --pack on --population-samples 2``: 3 Optuna samples × 2 seeds in two Tune trials (2 samples
+    × 2 seeds, then 1 × 2), each member trained with its sample's β; the report has a record per sample and seed,
+    and the best parameters come from the seed averages as unpacked."""
     import yaml
 
     from rllib_caps.sweeps.search import best_parameters, run_search
 
     options = SweepOptions(tasks="BallCircle", seeds=[0, 1], heads=[3], data_root=str(ROOT / "datasets"),
-                           storage=str(tmp_path), name="optuna", search="optuna", num_samples=2, pack="on",
-                           search_space={"seed": 0}, training={**TINY_TRAINING, "thresholds": [10]})
+                           storage=str(tmp_path), name="optuna", search="optuna", num_samples=3, pack="on",
+                           population_samples=2, search_space={"seed": 0},
+                           training={**TINY_TRAINING, "thresholds": [10]})
     best_file = run_search(options)
-    assert len(list(options.experiment_dir.rglob("params.json"))) == 2  # one Tune trial per sample
+    assert sorted(len(json.loads(p.read_text())[MEMBERS]) for p in options.experiment_dir.rglob("params.json")
+                  ) == [2, 4]  # two Tune trials
     records, unfinished = load_trials(options.experiment_dir)
-    assert unfinished == [] and len(records) == 4
+    assert unfinished == [] and len(records) == 6
     samples = {}
     for record in records:
         samples.setdefault(record.search["awr_beta"], []).append(record.seed)
-    assert len(samples) == 2 and all(sorted(seeds) == [0, 1] for seeds in samples.values())
+    assert len(samples) == 3 and all(sorted(seeds) == [0, 1] for seeds in samples.values())
     for record in records:
         result = json.loads((record.trial_dir / "result.json").read_text().splitlines()[-1])
         mine = [r for r in records if r.trial_dir == record.trial_dir]
         assert result["normalized_reward"] == pytest.approx(
-            sum(r.evaluation["mean"]["normalized_reward"] for r in mine) / 2)
+            sum(r.evaluation["mean"]["normalized_reward"] for r in mine) / len(mine))
     chosen = yaml.safe_load(best_file.read_text())["overrides"]["BallCircle"]["K3"]
     assert chosen["awr_beta"] == best_parameters(records)[("BallCircle", 3)]["awr_beta"]
 

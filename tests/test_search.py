@@ -12,10 +12,24 @@ from sim_datasets import make_data_root  # tests/sim_datasets.py
 
 from rllib_caps.envs.tasks import get_task
 from rllib_caps.report import TrialRecord, load_trials
+from rllib_caps.report.records import trial_members
 from rllib_caps.sweeps.options import SweepError, SweepOptions, resolve_options
-from rllib_caps.sweeps.search import METRIC, SearchSpace, SeedRepeater, best_parameters, make_searcher, search_space
-from rllib_caps.sweeps.trials import constrained_objective, trial_settings
+from rllib_caps.sweeps.packing import samples_per_population
+from rllib_caps.sweeps.resources import plan_resources
+from rllib_caps.sweeps.runner import setup_dict
+from rllib_caps.sweeps.search import (
+    METRIC,
+    PackedSamples,
+    SearchSpace,
+    SeedRepeater,
+    best_parameters,
+    make_searcher,
+    search_space,
+)
+from rllib_caps.sweeps.trials import constrained_objective, trial_config, trial_settings
 from rllib_caps.tune import parse_args
+
+BUNDLED_DATA = Path(__file__).resolve().parents[1] / "datasets"
 
 
 def _record(beta: float, seed: int, reward: float, cost: float, task: str = "BallCircle") -> TrialRecord:
@@ -43,7 +57,7 @@ def test_without_a_safe_config_the_least_unsafe_wins() -> None:
 def test_optuna_is_told_the_objective_of_seed_averages() -> None:
     """Two seeds: (0.9, 1.4) unsafe and (0.5, 0.4) safe average to (0.7, 0.9), safe: Optuna must record 0.7,
     not the mean of the per-seed objectives."""
-    searcher = make_searcher(heads=2, repeats=2, ranges={"awr_beta": [1.0, 4.0], "seed": 1})
+    searcher = make_searcher(heads=2, ranges={"awr_beta": [1.0, 4.0], "seed": 1}, seeds=[0, 10], total=1)
     assert isinstance(searcher, SeedRepeater) and isinstance(searcher.searcher, OptunaSearch)
     searcher.set_search_properties(metric=None, mode=None, config={})
     first, second = searcher.suggest("a"), searcher.suggest("b")
@@ -53,6 +67,51 @@ def test_optuna_is_told_the_objective_of_seed_averages() -> None:
     searcher.on_trial_complete("b", {"normalized_reward": 0.5, "normalized_cost": 0.4, METRIC: 0.5})
     [trial] = searcher.searcher._ot_study.trials
     assert trial.value == pytest.approx(constrained_objective(0.7, 0.9)) == pytest.approx(0.7)
+
+
+def test_a_packed_search_trial_holds_several_samples_and_optuna_is_told_each_ones_seed_average() -> None:
+    """Packed, 3 samples at 2 per Tune trial with seeds 0 and 10: the first trial's population is 2 samples × 2
+    seeds, each member carrying its sample's β and λ; the second trial holds the last sample; Optuna is told each
+    sample's constrained objective of its seeds' means, and a sample whose seeds all failed is an error."""
+    searcher = make_searcher(heads=3, ranges={"seed": 1}, seeds=[0, 10], total=3, samples_per_trial=2)
+    assert isinstance(searcher, PackedSamples)
+    searcher.set_search_properties(metric=None, mode=None, config={})
+    first, second = searcher.suggest("a"), searcher.suggest("b")
+    assert searcher.suggest("c") == PackedSamples.FINISHED
+    members = trial_members({"algo": "caps", **first})
+    assert [name for name, _ in members] == ["sample0_seed0", "sample0_seed10", "sample1_seed0", "sample1_seed10"]
+    assert members[0][1]["search"] == members[1][1]["search"] != members[2][1]["search"]
+    assert len(members[2][1]["search"]["lambdas"]) == 1 and members[3][1]["seed"] == 10
+    assert [name for name, _ in trial_members(second)] == ["sample0_seed0", "sample0_seed10"]
+    setup = setup_dict(SweepOptions(data_root=str(BUNDLED_DATA)),
+                       plan_resources(1, 1, 0, num_gpus=0, cpus_per_trial=1, gpus_per_trial=None, max_concurrent=None))
+    for _, params in members:  # each member's algorithm config trains with its sample's β and λ
+        config = trial_config({**params, "task": "BallCircle", "heads": 3, "setup": setup})
+        assert (config.awr_beta, config.lambdas, config.seed) == (params["search"]["awr_beta"],
+                                                                  params["search"]["lambdas"], params["seed"])
+
+    state = searcher.get_state()
+    searcher.set_state({"suggested": 0, "trials": {}})
+    searcher.set_state(state)  # what Tune's experiment checkpoint restores on --resume
+    flat = {"members/sample0_seed0/normalized_reward": 0.9, "members/sample0_seed0/normalized_cost": 1.4,
+            "members/sample0_seed10/normalized_reward": 0.5, "members/sample0_seed10/normalized_cost": 0.4,
+            "members/sample1_seed0/normalized_reward": 0.2, "members/sample1_seed0/normalized_cost": 0.5,
+            "members/sample1_seed10/normalized_reward": float("nan"),
+            "members/sample1_seed10/normalized_cost": float("nan")}  # this seed failed: left out
+    searcher.on_trial_complete("a", flat)
+    searcher.on_trial_complete("b", error=True)
+    values = {t.number: (t.state.name, t.value) for t in searcher.searcher._ot_study.trials}
+    assert values[0] == ("COMPLETE", pytest.approx(constrained_objective(0.7, 0.9)))
+    assert values[1] == ("COMPLETE", pytest.approx(0.2))
+    assert values[2][0] == "FAIL"
+
+
+def test_samples_per_population_spread_the_samples_over_the_concurrent_trials() -> None:
+    assert samples_per_population(SweepOptions(num_samples=10, seeds=[0, 10, 20]), concurrency=4) == 3
+    assert samples_per_population(SweepOptions(num_samples=10, seeds=[0, 10, 20]), concurrency=1) == 10
+    assert samples_per_population(SweepOptions(num_samples=40, seeds=[0, 10, 20]), concurrency=1) == 10  # ≤ 32 members
+    assert samples_per_population(SweepOptions(num_samples=40, seeds=list(range(40))), concurrency=1) == 1
+    assert samples_per_population(SweepOptions(num_samples=10, population_samples=2), concurrency=1) == 2
 
 
 def test_search_space_sorts_lambdas_and_checks_ranges() -> None:

@@ -47,9 +47,11 @@ def trial_seed(params: Mapping[str, Any]) -> int:
 
 
 def member_name(member: Mapping[str, Any]) -> str:
-    """``seed0``, ``kappa10_seed0``: a packed trial's member, in its results and checkpoint directories."""
+    """``seed0``, ``kappa10_seed0``, ``sample1_seed0``: a packed trial's member, in its results and checkpoint
+    directories (``sample``: its Optuna sample's index in a packed search trial)."""
     kappa = [f"kappa{float(member['cost_limit']):g}"] if "cost_limit" in member else []
-    return "_".join([*kappa, f"seed{int(member['seed'])}"])
+    sample = [f"sample{int(member['sample'])}"] if "sample" in member else []
+    return "_".join([*sample, *kappa, f"seed{int(member['seed'])}"])
 
 
 def trial_members(params: Mapping[str, Any]) -> list[tuple[str | None, dict[str, Any]]]:

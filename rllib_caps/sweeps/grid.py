@@ -14,7 +14,7 @@ from typing import Any
 from rllib_caps.algorithms.registry import COST_LIMIT_AXIS, get_algorithm, trained_per_threshold
 from rllib_caps.envs import TaskSpec
 from rllib_caps.sweeps.options import SweepError, SweepOptions
-from rllib_caps.sweeps.packing import describe_packing, packed_variants, packs
+from rllib_caps.sweeps.packing import MAX_MEMBERS, describe_packing, packed_variants, packs
 
 AXIS_OPTIONS = {"heads": "heads", "backbone": "backbones", "actor": "actors"}  # axis -> its SweepOptions field
 
@@ -66,7 +66,11 @@ def describe_grid(options: SweepOptions, tasks: Sequence[TaskSpec]) -> str:
                      f"{seeds} seed(s) × {axes} ({deployment})")
     lines.append(f"total: {len(variants) * seeds} trials")
     if packs(options) and options.search:
-        lines.append(f"packed (--pack {options.pack}): each Optuna sample's {seeds} seed(s) train as one population")
+        samples = (f"{options.population_samples} Optuna sample(s)" if options.population_samples else
+                   f"as many Optuna samples as spread the {options.num_samples} evenly over the trials that run at "
+                   f"once (at most {MAX_MEMBERS} members)")
+        lines.append(f"packed (--pack {options.pack}): each population trains {samples} × {seeds} seed(s), each "
+                     "member with its sample's β and λ_k")
     elif packs(options):
         lines.append(describe_packing(packed_variants(variants, options.seeds)))
     else:

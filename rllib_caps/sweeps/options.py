@@ -31,7 +31,7 @@ NUMBERS: dict[str, dict[str, Any]] = {
     "num_gpus": {"minimum": 0}, "gpus_per_trial": {"minimum": 0}, "cpus_per_trial": {"positive": True},
     "max_concurrent": {"integer": True, "minimum": 1}, "max_failures": {"integer": True, "minimum": -1},
     "checkpoint_every": {"integer": True, "minimum": 1}, "num_samples": {"integer": True, "minimum": 1},
-    "eval_every": {"integer": True, "minimum": 1},
+    "eval_every": {"integer": True, "minimum": 1}, "population_samples": {"integer": True, "minimum": 1},
 }
 TRAINING_NUMBERS = {f"training.{key}": NUMBERS.get(key, {"integer": True, "minimum": 1})
                     for key in ("steps", "eval_episodes", "eval_runners", "eval_every", "batch_size",
@@ -88,6 +88,7 @@ class SweepOptions:
     prepare: str | None = None  # fetch and convert missing datasets first: hf, a directory or a URL prefix
     search: str | None = None
     num_samples: int = 10
+    population_samples: int | None = None  # Optuna samples per packed trial; None: rllib_caps.sweeps.packing's rule
     training: dict[str, Any] = field(default_factory=dict)
     overrides: dict[str, Any] = field(default_factory=dict)
     search_space: dict[str, Any] = field(default_factory=dict)  # Optuna ranges (rllib_caps.sweeps.search)

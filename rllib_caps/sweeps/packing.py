@@ -9,12 +9,16 @@ checkpoint), and is one record of the report (``rllib_caps.report.records``).
 ``--pack auto`` (the default) packs when the trials train on GPUs, where it measured faster: on an H100 a
 population of 8 CAPS(IQL) trials at hidden 512 ran 4.0× the member-steps/s of separate captured learners
 (docs/performance.md). On CPUs it depends on the size (1.8× at hidden 64 with 8 members, 0.66× alone), so ``auto``
-leaves CPU trials separate; ``--pack on`` packs them too. In an Optuna search (``--search``) a sample's seeds are
-its population.
+leaves CPU trials separate; ``--pack on`` packs them too.
+
+In an Optuna search (``--search``) a population holds several samples × their seeds (``samples_per_population``;
+the samples' β and λ_k become each member's own tensors in the one program): the samples are spread evenly over
+the trials that run at once, with at most ``MAX_MEMBERS`` members per population.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -24,12 +28,26 @@ from rllib_caps.report.records import MEMBERS, member_name
 from rllib_caps.sweeps.options import SweepOptions
 
 MEMBER_AXES = MEMBER_SETTINGS & {COST_LIMIT_AXIS}  # grid axes whose values may differ inside one population
+# The largest population a search packs: on an H100 (h512/b512, TF32, captured) member-steps/s rose 34% from P = 8 to
+# P = 32, and 12% more from 32 to 128 (docs/performance.md), while every sample packed into a running population is
+# one the search suggests without the results still to come.
+MAX_MEMBERS = 32
 
 
 def packs(options: SweepOptions) -> bool:
     """Whether a sweep packs its trials: ``--pack on``, ``off``, or ``auto``: when its trials train on GPUs. An
     Optuna search packs each sample's seeds (``rllib_caps.sweeps.search``)."""
     return options.pack == "on" or (options.pack == "auto" and options.gpus)
+
+
+def samples_per_population(options: SweepOptions, concurrency: int) -> int:
+    """How many Optuna samples (each with every seed) one packed search trial trains: ``--population-samples``, else
+    the ``--num-samples`` spread evenly over the ``concurrency`` trials that run at once, at most ``MAX_MEMBERS``
+    members (and at least one sample) per population."""
+    if options.population_samples:
+        return options.population_samples
+    spread = math.ceil(options.num_samples / max(concurrency, 1))
+    return max(1, min(spread, MAX_MEMBERS // len(options.seeds)))
 
 
 def forms_population(algo: str) -> bool:

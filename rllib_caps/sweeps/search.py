@@ -1,10 +1,11 @@
 """``--search optuna``: tune β (``awr_beta``) and the K−2 middle heads' λ_k per task and K with Optuna.
 
 For each (task, K) one Tune experiment STORAGE/NAME/<Task>-K<K>/ runs ``--num-samples`` Optuna samples
-(TPE), each repeated over every seed: as one packed trial whose members are the seeds (``--pack``,
-``rllib_caps.sweeps.packing``), else as one trial per seed (Tune's ``Repeater``: ``seed = seeds[__trial_index__]``). A
-sample's score is :func:`rllib_caps.sweeps.trials.constrained_objective` of its seed-averaged normalised reward
-and cost: the constraint cost ≤ 1 first, then reward (not a weighted sum). The best sample per
+(TPE), each repeated over every seed. Packed (``--pack``, ``rllib_caps.sweeps.packing``), one Tune trial trains
+several samples × their seeds as one population (``PackedSamples``), each member with its sample's β and λ_k;
+unpacked, each sample and seed is a trial (Tune's ``Repeater``: ``seed = seeds[__trial_index__]``). A sample's
+score is :func:`rllib_caps.sweeps.trials.constrained_objective` of its seed-averaged normalised reward and cost:
+the constraint cost ≤ 1 first, then reward (not a weighted sum). The best sample per
 (task, K) goes to STORAGE/NAME/best_params.yaml, a sweep config that ``--config`` accepts.
 """
 
@@ -13,19 +14,19 @@ from __future__ import annotations
 import logging
 import math
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import yaml
-from ray.tune.search import Repeater
+from ray.tune.search import Repeater, Searcher
 
 from rllib_caps.core.ray_internals import trial_group
-from rllib_caps.report.records import MEMBERS, TrialRecord, load_trials
+from rllib_caps.report.records import MEMBERS, TrialRecord, load_trials, member_name
 from rllib_caps.sweeps.options import SweepError, SweepOptions
-from rllib_caps.sweeps.packing import packs
+from rllib_caps.sweeps.packing import packs, samples_per_population
 from rllib_caps.sweeps.resources import plan_resources
 from rllib_caps.sweeps.runner import check_experiment_dir, check_trials, run_experiment, setup_dict
 from rllib_caps.sweeps.trials import constrained_objective
@@ -67,35 +68,100 @@ def search_space(heads: int, ranges: dict[str, Any]) -> SearchSpace:
     return SearchSpace(heads, **bounds)
 
 
+def seed_averaged_score(outcomes: Iterable[tuple[float, float]]) -> dict[str, float] | None:
+    """What the searcher is told of one sample from its seeds' (normalised reward, cost): the constrained
+    objective of their means, seeds without a result (failed) left out; None when no seed has one."""
+    finite = np.asarray([o for o in outcomes if np.isfinite(o).all()], dtype=float).reshape(-1, 2)
+    if len(finite) == 0:
+        return None
+    reward, cost = finite.mean(axis=0)
+    return {METRIC: constrained_objective(reward, cost)}
+
+
+def _tell(searcher: Searcher, sample_id: str, outcomes: Iterable[tuple[float, float]]) -> None:
+    score = seed_averaged_score(outcomes)
+    searcher.on_trial_complete(sample_id, result=score, error=score is None)
+
+
 class SeedRepeater(Repeater):
     """Tune's ``Repeater``, except that the searcher is told the constrained objective of the seed-averaged
     reward and cost (``Repeater`` averages per-seed objectives, so one unsafe seed would sink a configuration
-    whose average is safe). Seeds without a result (failed trials) are left out of the averages."""
+    whose average is safe)."""
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, **kwargs: Any) -> None:
         group = trial_group(self, trial_id)
         result = result or {}
         group.report(trial_id, (result.get("normalized_reward", math.nan), result.get("normalized_cost", math.nan)))
-        if not group.finished_reporting():
-            return
-        outcomes = np.asarray(group.scores(), dtype=float)
-        outcomes = outcomes[np.isfinite(outcomes).all(axis=1)]
-        if len(outcomes) == 0:
-            self.searcher.on_trial_complete(group.primary_trial_id, result=None, error=True)
-            return
-        reward, cost = outcomes.mean(axis=0)
-        self.searcher.on_trial_complete(group.primary_trial_id, result={METRIC: constrained_objective(reward, cost)})
+        if group.finished_reporting():
+            _tell(self.searcher, group.primary_trial_id, group.scores())
 
 
-def make_searcher(heads: int, repeats: int, ranges: dict[str, Any]) -> Any:
-    """OptunaSearch (TPE, seeded by ``search_space.seed``) wrapped to repeat every sample ``repeats`` times: once
-    per seed, or once where a sample's seeds are the members of one packed trial."""
+class PackedSamples(Searcher):
+    """A packed search's Tune trials: each is one population whose members are ``samples`` suggestions of the
+    wrapped searcher × every seed (``{"sample": j, "seed": s, "search": ...}``; each member trains with its
+    sample's β and λ_k, ``rllib_caps.core.population``), ``total`` suggestions in all. When a trial completes, each
+    of its samples is scored from its seeds' results (``seed_averaged_score``)."""
+
+    def __init__(self, searcher: Searcher, samples: int, seeds: Sequence[int], total: int) -> None:
+        self.searcher, self.samples, self.seeds, self.total = searcher, samples, list(seeds), total
+        self.suggested = 0
+        self.trials: dict[str, list[str]] = {}  # Tune trial id -> its samples' ids in the wrapped searcher
+        super().__init__(metric=searcher.metric, mode=searcher.mode)
+
+    def suggest(self, trial_id: str) -> dict | str | None:
+        if self.suggested >= self.total:
+            return Searcher.FINISHED
+        members, samples, config = [], [], None
+        for index in range(min(self.samples, self.total - self.suggested)):
+            config = self.searcher.suggest(f"{trial_id}_{index}")
+            if config is None or config == Searcher.FINISHED:
+                break
+            samples.append(f"{trial_id}_{index}")
+            members += [{**config, "sample": index, "seed": seed} for seed in self.seeds]
+        if not samples:
+            return config
+        self.suggested += len(samples)
+        self.trials[trial_id] = samples
+        return {MEMBERS: members}
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        """``result`` is the trial's last result, flattened by Tune (``members/<name>/normalized_reward``)."""
+        result = result or {}
+        for index, sample_id in enumerate(self.trials.pop(trial_id, [])):
+            names = [member_name({"sample": index, "seed": seed}) for seed in self.seeds]
+            _tell(self.searcher, sample_id, [(result.get(f"{MEMBERS}/{name}/normalized_reward", math.nan),
+                                              result.get(f"{MEMBERS}/{name}/normalized_cost", math.nan))
+                                             for name in names])
+
+    def get_state(self) -> dict:
+        return {"suggested": self.suggested, "trials": dict(self.trials)}
+
+    def set_state(self, state: dict) -> None:
+        self.suggested, self.trials = state["suggested"], dict(state["trials"])
+
+    def save(self, checkpoint_path: str) -> None:
+        self.searcher.save(checkpoint_path)
+
+    def restore(self, checkpoint_path: str) -> None:
+        self.searcher.restore(checkpoint_path)
+
+    def set_search_properties(self, metric: str | None, mode: str | None, config: dict, **spec: Any) -> bool:
+        return self.searcher.set_search_properties(metric, mode, config, **spec)
+
+
+def make_searcher(heads: int, ranges: dict[str, Any], seeds: Sequence[int], total: int,
+                  samples_per_trial: int | None = None) -> Searcher:
+    """OptunaSearch (TPE, seeded by ``search_space.seed``) over ``total`` samples, each run with every seed: packed
+    ``samples_per_trial`` samples to a Tune trial (``PackedSamples``), or unpacked (None) one trial per sample and
+    seed (``SeedRepeater``)."""
     from optuna.samplers import TPESampler
     from ray.tune.search.optuna import OptunaSearch
 
     optuna = OptunaSearch(space=search_space(heads, ranges), metric=METRIC, mode="max",
                           sampler=TPESampler(seed=int(ranges.get("seed", 0))))
-    return SeedRepeater(optuna, repeat=repeats)
+    if samples_per_trial:
+        return PackedSamples(optuna, samples_per_trial, seeds, total)
+    return SeedRepeater(optuna, repeat=len(seeds))
 
 
 def best_parameters(records: Iterable[TrialRecord]) -> dict[tuple[str, int], dict[str, Any]]:
@@ -146,13 +212,17 @@ def run_search(options: SweepOptions) -> Path:
         raise SweepError(f"--num-samples must be >= 1, got {options.num_samples}")
     experiment_dir = options.experiment_dir
     check_experiment_dir(experiment_dir, options.resume)
-    packed = packs(options) and len(options.seeds) > 1
-    repeats = 1 if packed else len(options.seeds)  # Tune trials per sample
     cluster = ray.cluster_resources()
-    resources = plan_resources(options.num_samples * repeats, cluster.get("CPU", 0),
-                               cluster.get("GPU", 0), num_gpus=options.num_gpus,
-                               cpus_per_trial=options.cpus_per_trial, gpus_per_trial=options.gpus_per_trial,
-                               max_concurrent=options.max_concurrent)
+
+    def resources_for(trials: int) -> Any:
+        return plan_resources(trials, cluster.get("CPU", 0), cluster.get("GPU", 0), num_gpus=options.num_gpus,
+                              cpus_per_trial=options.cpus_per_trial, gpus_per_trial=options.gpus_per_trial,
+                              max_concurrent=options.max_concurrent)
+
+    samples = samples_per_population(options, resources_for(options.num_samples).concurrency) if packs(options) else 0
+    packed = samples * len(options.seeds) > 1
+    trials = math.ceil(options.num_samples / samples) if packed else options.num_samples * len(options.seeds)
+    resources = resources_for(trials)
     setup = setup_dict(options, resources)
     check_trials(options, tasks, setup)
     for heads in options.heads:
@@ -162,12 +232,14 @@ def run_search(options: SweepOptions) -> Path:
             sub = experiment_dir / f"{task.name}-K{heads}"
             logger.info("Optuna on %s K=%d: %d samples × %d seeds%s, %d trials at a time; results in %s",
                         task.name, heads, options.num_samples, len(options.seeds),
-                        " (each sample's seeds as one population)" if packed else "", resources.concurrency, sub)
-            seeds = {MEMBERS: [{"seed": seed} for seed in options.seeds]} if packed else {"seeds": list(options.seeds)}
-            run_experiment(options, sub, {"algo": algo, "task": task.name, "heads": heads, **seeds, "setup": setup},
+                        f" ({samples} sample(s) × seeds per population)" if packed else "", resources.concurrency,
+                        sub)
+            run_experiment(options, sub, {"algo": algo, "task": task.name, "heads": heads,
+                                          **({} if packed else {"seeds": list(options.seeds)}), "setup": setup},
                            concurrency=resources.concurrency, resume=options.resume and sub.exists(),
-                           search_alg=make_searcher(heads, repeats, options.search_space),
-                           num_samples=options.num_samples * repeats)
+                           search_alg=make_searcher(heads, options.search_space, options.seeds, options.num_samples,
+                                                    samples if packed else None),
+                           num_samples=trials)
     records, _ = load_trials(experiment_dir)
     best = best_parameters(records)
     for (task, heads), params in sorted(best.items()):
