@@ -15,7 +15,7 @@ from rllib_caps.report import load_trials, write_report
 from rllib_caps.report.records import CRITIC_RESULTS, trial_params
 from rllib_caps.sweeps.options import SweepError, SweepOptions, check_options, resolve_options
 from rllib_caps.sweeps.resources import TrialResources
-from rllib_caps.sweeps.runner import check_trials, grid_param_space, run_sweep, setup_dict
+from rllib_caps.sweeps.runner import check_trials, grid_param_space, run_sweep, setup_dict, tune_variants
 from rllib_caps.sweeps.trials import trial_config
 from rllib_caps.tune import parse_args
 
@@ -50,7 +50,7 @@ def test_grid_has_backbone_and_actor_axes_and_trials_train_what_they_say(data_ro
     options = SweepOptions(tasks="BallCircle", seeds=[0], heads=[2, 4], actors=["shared", "separate"],
                            critics=["offline", "fqe-reward"], data_root=str(data_root), training=TINY_TRAINING)
     setup = setup_dict(options, RESOURCES)
-    space = grid_param_space(options, options.task_specs(), setup)
+    space = grid_param_space(options, tune_variants(options, options.task_specs()), setup)
     variants = space["variant"]["grid_search"]
     assert [(v["heads"], v["backbone"], v["actor"]) for v in variants] == [
         (2, "iql", "shared"), (2, "iql", "separate"), (4, "iql", "shared"), (4, "iql", "separate")]

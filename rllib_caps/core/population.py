@@ -170,11 +170,11 @@ class Population:
     def load_optimizer_states(self, learners: Sequence[Any]) -> None:
         """The reverse of ``save_optimizer_states``: the population's Adam states stacked from its members'
         learners' optimisers (after those learners were restored from a checkpoint)."""
+        member_optimizers = [_optimizers(learner) for learner in learners]
         for group, stacked in self.optimizers.items():
-            members = [_optimizers(learner)[group].param_groups[0]["params"] for learner in learners]
+            mine = [optimizers[group] for optimizers in member_optimizers]
             for j, stack in enumerate(stacked.param_groups[0]["params"]):
-                states = [_optimizers(learner)[group].state.get(params[j]) for learner, params in
-                          zip(learners, members, strict=True)]
+                states = [optimizer.state.get(optimizer.param_groups[0]["params"][j]) for optimizer in mine]
                 if not all(states):
                     continue
                 step = states[0]["step"]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rllib_caps.algorithms.registry import AXIS_DEFAULTS, get_algorithm
+from rllib_caps.algorithms.registry import AXIS_DEFAULTS, COST_LIMIT_AXIS, get_algorithm
 from rllib_caps.core.keys import EVALUATION_FILE, RESULTS_KEY
 from rllib_caps.envs import get_task
 
@@ -46,10 +46,18 @@ def trial_seed(params: Mapping[str, Any]) -> int:
     return int(params["seed"]) if "seed" in params else int(params["seeds"][params.get(TRIAL_INDEX, 0)])
 
 
+AXIS_ABBREVIATIONS = {"heads": "K", COST_LIMIT_AXIS: "kappa"}  # in trial and member names and log lines
+
+
+def axis_part(axis: str, value: float) -> str:
+    """``K2``, ``kappa10``: a numeric axis value as trial and member names write it."""
+    return f"{AXIS_ABBREVIATIONS.get(axis, axis)}{float(value):g}"
+
+
 def member_name(member: Mapping[str, Any]) -> str:
     """``seed0``, ``kappa10_seed0``, ``sample1_seed0``: a packed trial's member, in its results and checkpoint
     directories (``sample``: its Optuna sample's index in a packed search trial)."""
-    kappa = [f"kappa{float(member['cost_limit']):g}"] if "cost_limit" in member else []
+    kappa = [axis_part(COST_LIMIT_AXIS, member[COST_LIMIT_AXIS])] if COST_LIMIT_AXIS in member else []
     sample = [f"sample{int(member['sample'])}"] if "sample" in member else []
     return "_".join([*sample, *kappa, f"seed{int(member['seed'])}"])
 

@@ -50,7 +50,7 @@ def samples_per_population(options: SweepOptions, concurrency: int) -> int:
     return max(1, min(spread, MAX_MEMBERS // len(options.seeds)))
 
 
-def forms_population(algo: str) -> bool:
+def packable(algo: str) -> bool:
     """Whether ``algo``'s trials can train as a population (its learner's loss step is pure)."""
     return forms_populations(get_algorithm(algo).config_class().get_default_learner_class())
 
@@ -62,7 +62,7 @@ def packed_variants(variants: Sequence[Mapping[str, Any]], seeds: Sequence[int])
     groups: dict[tuple, dict[str, Any]] = {}
     alone: list[dict[str, Any]] = []
     for variant in variants:
-        if not forms_population(variant["algo"]):
+        if not packable(variant["algo"]):
             alone += [{**variant, "seed": seed} for seed in seeds]
             continue
         shared = {k: v for k, v in variant.items() if k not in MEMBER_AXES}

@@ -145,16 +145,21 @@ def run_experiment(options: SweepOptions, experiment_dir: Path, param_space: dic
     return results
 
 
-def grid_param_space(options: SweepOptions, tasks: Sequence[TaskSpec], setup: dict[str, Any]) -> dict[str, Any]:
-    """(algorithm, task, axes) variants × seed as grid searches; packed (``rllib_caps.sweeps.packing``), one grid
-    search of variants that each hold their seed or their population's members. ``setup`` is shared."""
+def tune_variants(options: SweepOptions, tasks: Sequence[TaskSpec]) -> list[dict[str, Any]]:
+    """The grid's (algorithm, task, axes) variants; packed (``rllib_caps.sweeps.packing``), the Tune trials'
+    variants, each with its seed or its population's members."""
+    variants = grid_variants(options, tasks)
+    return packed_variants(variants, options.seeds) if packs(options) else variants
+
+
+def grid_param_space(options: SweepOptions, variants: Sequence[dict[str, Any]], setup: dict[str, Any]
+                     ) -> dict[str, Any]:
+    """``tune_variants``' variants × seed as grid searches; packed, one grid search of the variants, which hold
+    their seeds already. ``setup`` is shared."""
     from ray import tune
 
-    if packs(options):
-        return {"variant": tune.grid_search(packed_variants(grid_variants(options, tasks), options.seeds)),
-                "setup": setup}
-    return {"variant": tune.grid_search(grid_variants(options, tasks)), "seed": tune.grid_search(list(options.seeds)),
-            "setup": setup}
+    seeds = {} if packs(options) else {"seed": tune.grid_search(list(options.seeds))}
+    return {"variant": tune.grid_search(list(variants)), **seeds, "setup": setup}
 
 
 def run_sweep(options: SweepOptions) -> Path:
@@ -163,8 +168,8 @@ def run_sweep(options: SweepOptions) -> Path:
     import ray
 
     tasks = options.task_specs()
-    variants = grid_variants(options, tasks)
-    num_trials = len(packed_variants(variants, options.seeds)) if packs(options) else len(variants) * len(options.seeds)
+    variants = tune_variants(options, tasks)
+    num_trials = len(variants) * (1 if packs(options) else len(options.seeds))
     resources = plan_resources(num_trials, ray.cluster_resources().get("CPU", 0),
                                ray.cluster_resources().get("GPU", 0), num_gpus=options.num_gpus,
                                cpus_per_trial=options.cpus_per_trial, gpus_per_trial=options.gpus_per_trial,
@@ -173,7 +178,7 @@ def run_sweep(options: SweepOptions) -> Path:
     check_trials(options, tasks, setup)
     logger.info("%s\n%d at a time, each %g CPU / %g GPU; results in %s", describe_grid(options, tasks),
                 resources.concurrency, resources.cpus, resources.gpus, options.experiment_dir)
-    run_experiment(options, options.experiment_dir, grid_param_space(options, tasks, setup),
+    run_experiment(options, options.experiment_dir, grid_param_space(options, variants, setup),
                    concurrency=resources.concurrency, resume=options.resume)
     return options.experiment_dir
 

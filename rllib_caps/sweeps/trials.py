@@ -17,7 +17,7 @@ from __future__ import annotations
 import copy
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +36,9 @@ from rllib_caps.core.keys import GRADIENT_STEPS, RESULTS_KEY
 from rllib_caps.core.rollout import episode_seed
 from rllib_caps.data.schema import DATA_DIR
 from rllib_caps.envs import TaskSpec, get_task
-from rllib_caps.report.records import CRITIC_RESULTS, MEMBERS, trial_members, trial_params, trial_seed
+from rllib_caps.report.records import CRITIC_RESULTS, MEMBERS, axis_part, trial_members, trial_params, trial_seed
 from rllib_caps.sweeps.options import SweepError
+from rllib_caps.sweeps.packing import MEMBER_AXES
 
 logger = logging.getLogger("rllib_caps.tune")
 
@@ -283,28 +284,27 @@ def _define_trial_logger() -> type:
     return TrialLogger
 
 
-AXIS_ABBREVIATIONS = {"heads": "K", "cost_limit": "kappa"}  # in trial names and log lines
-
-
-def axis_parts(params: Mapping[str, Any]) -> list[str]:
+def axis_parts(params: Mapping[str, Any], leave_out: Collection[str] = ()) -> list[str]:
     """``["K2"]``, ``["kappa10"]``, ``["K2", "sacbc", "separate"]``: the trial's axis values of its algorithm, for
-    names and logs; ablation axes at their default (``AXIS_DEFAULTS``) are left out."""
+    names and logs; ablation axes at their default (``AXIS_DEFAULTS``) and the axes in ``leave_out`` are left out."""
     parts = []
     for axis in get_algorithm(params["algo"]).axes:
+        if axis in leave_out:
+            continue
         value = params.get(axis, AXIS_DEFAULTS.get(axis))
         if axis in AXIS_DEFAULTS:
             parts += [] if value == AXIS_DEFAULTS[axis] else [str(value)]
         else:
-            parts.append(f"{AXIS_ABBREVIATIONS.get(axis, axis)}{value:g}")
+            parts.append(axis_part(axis, value))
     return parts
 
 
 def _identity(config: Mapping[str, Any], seed: str) -> list[str]:
-    """The algorithm, task, axis values and ``seed`` (formatted with the seed), or a packed trial's member count."""
+    """The algorithm, task, axis values and ``seed`` (formatted with the seed), or a packed trial's member count
+    (its members' κ and seeds are in their names)."""
     params = trial_params(config)
     if MEMBERS in params:
-        shared = {**params, **params[MEMBERS][0]}  # the axes its members share; κ and seed differ
-        parts = [p for p in axis_parts(shared) if not p.startswith(AXIS_ABBREVIATIONS["cost_limit"])]
+        parts = axis_parts(params, leave_out=MEMBER_AXES)
         return [params["algo"], params["task"], *parts, f"population{len(params[MEMBERS])}"]
     return [params["algo"], params["task"], *axis_parts(params), seed.format(trial_seed(params))]
 
