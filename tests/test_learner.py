@@ -4,7 +4,9 @@ PyTorch loop over the same minibatches step for step, for both backbones."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -113,3 +115,30 @@ def test_non_finite_gradients_are_replaced_and_the_step_still_happens(caplog: py
     assert "non-finite gradients" in caplog.text
     assert all(torch.isfinite(p).all() for p in module.parameters())
     assert sum(not torch.equal(p, before[name]) for name, p in module.named_parameters()) > 0
+
+
+def test_learners_of_one_dataset_share_one_copy_until_its_files_change(tmp_path: Path) -> None:
+    """A population's members each build a learner on their trial's dataset: they hold one copy between them. A
+    rewritten dataset (another modification time) is loaded afresh, and BC-Safe's filtered data is its own."""
+    import shutil
+
+    data = tmp_path / "BallCircle"
+    shutil.copytree(BUNDLED, data)
+    first, second = TransitionDataset.from_parquet(data), TransitionDataset.from_parquet(data / "data")
+    assert second is first and second.tensors["obs"] is first.tensors["obs"]
+    for file in (data / "data").rglob("*.parquet"):
+        stat = file.stat()
+        os.utime(file, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    rewritten = TransitionDataset.from_parquet(data)
+    assert rewritten is not first
+    torch.testing.assert_close(rewritten.tensors["obs"], first.tensors["obs"])
+    learners = [local_learner(_validated(build_config("bc-safe", "BallCircle", data, steps=2, hidden=[8],
+                                                      batch_size=8, eval_episodes=0, seed=seed, cost_limit=limit)))
+                for seed, limit in ((0, 10), (1, 40))]
+    assert learners[0].dataset is not rewritten and len(learners[0].dataset) < len(learners[1].dataset)
+    assert len(TransitionDataset.from_parquet(data)) == len(rewritten)  # filtering left the shared copy alone
+
+
+def _validated(config: Any) -> Any:
+    config.validate()
+    return config

@@ -9,6 +9,7 @@ the time step (time-aware critics) have them.
 from __future__ import annotations
 
 import functools
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +42,16 @@ def _column_to_numpy(table: pa.Table, name: str, source: Path) -> np.ndarray:
     return column.to_numpy(zero_copy_only=False)
 
 
+def _fingerprint(source: Path) -> tuple[tuple[str, int, int], ...]:
+    """Each file of a Parquet dataset with its modification time and size: a rewritten dataset is a new one."""
+    files = sorted(p for p in source.rglob("*") if p.is_file()) if source.is_dir() else [source]
+    return tuple((str(p.resolve()), p.stat().st_mtime_ns, p.stat().st_size) for p in files)
+
+
+# (files, device) -> the dataset loaded from them, while anything holds it (``TransitionDataset.from_parquet``)
+_LOADED: weakref.WeakValueDictionary[tuple, TransitionDataset] = weakref.WeakValueDictionary()
+
+
 @dataclass
 class TransitionDataset:
     """Every column of the schema as a tensor, keyed by its column name (= RLlib's ``Columns`` value)."""
@@ -49,7 +60,19 @@ class TransitionDataset:
 
     @classmethod
     def from_parquet(cls, path: str | Path, device: torch.device | str = "cpu") -> TransitionDataset:
+        """The dataset at ``path`` on ``device``. Loads of the same unchanged files onto the same device share one
+        copy while anything holds it: a population's members (``rllib_caps.core.population``), whose learners
+        each load their trial's dataset, hold it once, not P times. So its tensors are read-only: derive a new
+        dataset (as ``safe_episodes`` does) rather than write into them."""
         source = parquet_files(path)
+        key = (_fingerprint(source), str(torch.device(device)))
+        dataset = _LOADED.get(key)
+        if dataset is None:
+            dataset = _LOADED[key] = cls._read(source, device)
+        return dataset
+
+    @classmethod
+    def _read(cls, source: Path, device: torch.device | str) -> TransitionDataset:
         schema = pads.dataset(str(source), format="parquet").schema
         missing = [name for name in COLUMNS if name not in schema.names]
         if missing:
