@@ -26,7 +26,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +111,12 @@ def gpu_memory_mib(device: str) -> float:
     return torch.cuda.memory_allocated() / 2**20 if device == "cuda" else 0.0
 
 
+def distinct_mib(tensors: Iterable[torch.Tensor]) -> float:
+    """MiB of the distinct storages behind ``tensors`` (what they hold between them, shared storage once)."""
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}
+    return sum(storages.values()) / 2**20
+
+
 def run_matrix(args: argparse.Namespace, data: Path) -> list[dict[str, Any]]:
     """One row per (precision, hidden, K): min/median/max steps/s of every loop of ``loop_names`` (measured
     interleaved, so drift hits them alike), each loop's GPU memory, and the ratios of medians: each RLlib loop
@@ -167,13 +173,19 @@ def run_populations(args: argparse.Namespace, data: Path) -> list[dict[str, Any]
                               batch_size=args.batch, eval_episodes=0, seed=seed, backbone=args.backbone,
                               fused_critics=args.fused_critics, matmul_precision=precision,
                               num_gpus_per_learner=1 if args.device == "cuda" else 0)
+        if args.search_members:  # each member its own sample: every member hyperparameter scaled by 1 + seed/8
+            config.training(**{name: np.multiply(value, 1 + seed / 8).tolist()
+                               for name, value in config.member_hyperparameters().items()})
         config.validate()
         return local_learner(config)
 
     rows = []
     for size in args.population:
         before = gpu_memory_mib(args.device)
-        population = Population.of_learners([learner(seed) for seed in range(size)], captured=args.device == "cuda")
+        learners = [learner(seed) for seed in range(size)]
+        datasets_mib = distinct_mib(t for one in learners for t in one.dataset.tensors.values())
+        population = Population.of_learners(learners, captured=args.device == "cuda")
+        del learners
         population(args.warmup)
         population_mib = gpu_memory_mib(args.device) - before
         before = gpu_memory_mib(args.device)
@@ -191,10 +203,11 @@ def run_populations(args: argparse.Namespace, data: Path) -> list[dict[str, Any]
         m = {name: statistics.median(v) for name, v in speeds.items()}
         rows.append({"population": size, "hidden": hidden, "heads": heads, "batch": args.batch,
                      "precision": precision, "fused_critics": args.fused_critics,
+                     "search_members": args.search_members,
                      **{f"{name}_{stat}": f(v) for name, v in speeds.items()
                         for stat, f in (("min", min), ("median", statistics.median), ("max", max))},
                      "population_memory_mib": population_mib, "separate_memory_mib": separate_mib,
-                     "ratio_population_separate": m["population"] / m["separate"]})
+                     "datasets_mib": datasets_mib, "ratio_population_separate": m["population"] / m["separate"]})
         del population, separate
         if args.device == "cuda":
             torch.cuda.empty_cache()
@@ -203,15 +216,15 @@ def run_populations(args: argparse.Namespace, data: Path) -> list[dict[str, Any]
 
 def print_populations(rows: list[dict[str, Any]]) -> None:
     print("| P | hidden | K | batch | critics | population member-steps/s | separate learners member-steps/s "
-          "| population ÷ separate | population MiB | P separate MiB |")
-    print("|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|")
+          "| population ÷ separate | population MiB | P separate MiB | datasets MiB |")
+    print("|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         cells = [f"{r[f'{n}_median']:.1f} [{r[f'{n}_min']:.0f}-{r[f'{n}_max']:.0f}]" for n in ("population",
                                                                                              "separate")]
         print(f"| {r['population']} | {r['hidden']} | {r['heads']} | {r['batch']} | "
               f"{'fused' if r['fused_critics'] else 'separate'} | " + " | ".join(cells)
               + f" | {r['ratio_population_separate']:.2f} | {r['population_memory_mib']:.0f} "
-              f"| {r['separate_memory_mib']:.0f} |")
+              f"| {r['separate_memory_mib']:.0f} | {r['datasets_mib']:.1f} |")
 
 
 PAPER_SEEDS = 3  # seeds 0, 10, 20 per task and algorithm
@@ -355,6 +368,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="torch.compile the forward pass and losses of both loops (RLlib's torch_compile_learner)")
     p.add_argument("--fused-critics", action="store_true",
                    help="with --population: CAPS's critic pairs as one ensemble each (fused_critics) [separate MLPs]")
+    p.add_argument("--search-members", action="store_true",
+                   help="with --population: members differ in the algorithm's member hyperparameters (CAPS: β and "
+                        "λ_k) as a packed Optuna search's samples do [members differ in seed only]")
     p.add_argument("--population", type=int, nargs="+", metavar="P",
                    help="instead of the matrix: populations of P trials trained as one vmapped program against "
                         "separate learners, at the first --hidden, --heads and --precision")
@@ -377,6 +393,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.clock == "cpu" and (args.device != "cpu" or args.threads != 1):
         print("error: --clock cpu needs --device cpu and --threads 1 (CPU time of several threads or of a GPU's "
               "work is not the step's time)", file=sys.stderr)
+        return 2
+    if args.search_members and not (args.population and ALGORITHMS[args.algo].config_class().member_hyperparameters()):
+        print("error: --search-members applies to --population of an algorithm with member hyperparameters (CAPS: "
+              "β and λ_k)", file=sys.stderr)
         return 2
     if args.device == "cpu" and args.precision != ["highest"]:
         print("error: --precision applies to --device cuda (CPU learners compute in fp32)", file=sys.stderr)
@@ -411,7 +431,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"setup": machine, "rows": rows}, indent=1))
         return 0
     print(" ".join(f"{k}: {v}" for k, v in machine.items()))
-    print("Steps/s are medians of interleaved measurements (min-max in brackets); MiB: GPU memory a loop holds.")
+    print("Steps/s are medians of interleaved measurements (min-max in brackets); MiB: GPU memory a loop holds; "
+          "datasets MiB: the members' datasets, each copy once.")
     show(rows)
     return 0
 

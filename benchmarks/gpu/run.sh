@@ -39,6 +39,12 @@ if part population; then
         python3 -m rllib_caps.bench --device cuda --hidden 512 --batch 512 --heads 2 --precision high $critics \
             --population 1 8 32 128 --steps 64 --repetitions 3 2>&1 | grep -v WARNING | tee -a "$OUT/population.txt"
     done
+    # a packed Optuna search's population (10 samples × 3 seeds at K = 4): members that differ in β and λ_k, against
+    # members that differ in seed only
+    for members in "" "--search-members"; do
+        python3 -m rllib_caps.bench --device cuda --hidden 512 --batch 512 --heads 4 --precision high $members \
+            --population 30 --steps 64 --repetitions 3 2>&1 | grep -v WARNING | tee -a "$OUT/population.txt"
+    done
 fi
 if part grid; then
     python3 -m rllib_caps.bench --device cuda --project-grid --grid-config tune_configs/paper.yaml --steps 256 --repetitions 3 2>&1 | grep -v WARNING \
