@@ -281,6 +281,44 @@ def test_an_interrupted_sweep_stops_as_tune_does_and_resumes(ray_address: str, t
     assert len(list((tmp_path / "stopped").glob("*/params.json"))) == (1 if pack == "on" else 2)
 
 
+@pytest.mark.timeout(600)
+def test_an_interrupted_packed_search_resumes_with_its_samples_and_their_scores(ray_address: str,
+                                                                                tmp_path: Path) -> None:
+    """``--search optuna --pack on --population-samples 2``, SIGTERM during the first population (2 samples × 2
+    seeds): ``--resume`` finishes it from its members' checkpoints and runs the last sample, and no sample is run
+    twice or lost (the packing searcher's state comes back with Tune's)."""
+    config = tmp_path / "search.yaml"
+    config.write_text(yaml.safe_dump({"tasks": "BallCircle", "seeds": [0, 1], "heads": [3],
+                                      "data_root": str(BUNDLED.parent), "storage": str(tmp_path), "name": "search",
+                                      "search": "optuna", "num_samples": 3, "pack": "on", "population_samples": 2,
+                                      "max_concurrent": 1, "checkpoint_every": 1, "search_space": {"seed": 0},
+                                      "training": {**TINY_TRAINING, "steps": 600, "thresholds": [20]}}))
+    log = tmp_path / "run.log"
+    with ray_of_its_own("raysrch") as ray_tmp, log.open("w") as out:
+        process = subprocess.Popen([sys.executable, "-m", "rllib_caps.tune", "--config", str(config)],
+                                   stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env(RAY_TMPDIR=ray_tmp),
+                                   start_new_session=True)
+        deadline = time.monotonic() + 300
+        while not list((tmp_path / "search").glob("*/*/checkpoint_000001")):
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.1)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=180) == 143, log.read_text()[-3000:]
+    resumed = subprocess.run([sys.executable, "-m", "rllib_caps.tune", "--config", str(config), "--resume",
+                              "--address", ray_address], capture_output=True, text=True, cwd=ROOT, env=env(),
+                             check=False, timeout=500)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    records, unfinished = load_trials(tmp_path / "search")
+    assert unfinished == [] and len(records) == 6
+    samples: dict[float, list[int]] = {}
+    for record in records:
+        samples.setdefault(record.search["awr_beta"], []).append(record.seed)
+    assert len(samples) == 3 and all(sorted(seeds) == [0, 1] for seeds in samples.values())
+    assert sorted(len(json.loads(p.read_text())["members"])
+                  for p in (tmp_path / "search").rglob("params.json")) == [2, 4]
+    assert (tmp_path / "search" / "best_params.yaml").is_file()
+
+
 @pytest.fixture
 def small_disk(tmp_path: Path):
     """A 64 MiB tmpfs mounted at ``tmp_path/small`` (this machine's tests run as root), unmounted afterwards."""
