@@ -215,14 +215,16 @@ def run_populations(args: argparse.Namespace, data: Path) -> list[dict[str, Any]
 
 
 def print_populations(rows: list[dict[str, Any]]) -> None:
-    print("| P | hidden | K | batch | critics | population member-steps/s | separate learners member-steps/s "
+    print("| P | hidden | K | batch | critics | members differ in | population member-steps/s "
+          "| separate learners member-steps/s "
           "| population ÷ separate | population MiB | P separate MiB | datasets MiB |")
-    print("|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         cells = [f"{r[f'{n}_median']:.1f} [{r[f'{n}_min']:.0f}-{r[f'{n}_max']:.0f}]" for n in ("population",
                                                                                              "separate")]
         print(f"| {r['population']} | {r['hidden']} | {r['heads']} | {r['batch']} | "
-              f"{'fused' if r['fused_critics'] else 'separate'} | " + " | ".join(cells)
+              f"{'fused' if r['fused_critics'] else 'separate'} | "
+              f"{'seed, hyperparameters' if r['search_members'] else 'seed'} | " + " | ".join(cells)
               + f" | {r['ratio_population_separate']:.2f} | {r['population_memory_mib']:.0f} "
               f"| {r['separate_memory_mib']:.0f} | {r['datasets_mib']:.1f} |")
 
