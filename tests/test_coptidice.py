@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from rllib_caps.algorithms.coptidice import keys as ck
-from rllib_caps.algorithms.coptidice.forward import coptidice_training_outputs
+from rllib_caps.algorithms.coptidice.forward import coptidice_minibatch, coptidice_training_outputs
 from rllib_caps.algorithms.coptidice.losses import (
     COptiDICELossSettings,
     coptidice_losses,
@@ -140,7 +140,8 @@ def test_nu_chi_and_lambda_updates_on_a_tiny_dataset(implementation: str) -> Non
     optimizers = [torch.optim.Adam(getattr(nets, name).parameters(), lr=1e-2) for name in NETWORKS]
     settings = COptiDICELossSettings(gamma=0.9, reward_scale=0.1, alpha=0.5, cost_ub_epsilon=0.01,
                                      cost_threshold=0.0, time_limit="terminal")  # any cost violates the limit
-    batch = dataset.tensors | {ck.INIT_OBS: dataset.tensors[schema.OBS]}
+    batch = dataset.tensors | {ck.INIT_OBS: dataset.tensors[schema.OBS],  # data_noise 0: the noise is unused
+                               ck.OBS_NOISE: torch.randn(8, 2), ck.ACTION_NOISE: torch.randn(8, 1)}
     first = None
     for _ in range(200):
         losses, metrics = coptidice_losses(coptidice_training_outputs(nets, batch), batch, settings)
@@ -182,18 +183,14 @@ def test_rllib_learner_equals_a_plain_loop_step_for_step(implementation: str) ->
            "lagrange": config.scalar_lr, "temperature": config.scalar_lr}
     optimizers = [torch.optim.Adam(getattr(nets, name).parameters(), lr=lrs[name]) for name in NETWORKS]
     generator = torch.Generator().manual_seed(config.seed * 1000)
-    torch.manual_seed(123)
     for _ in range(steps):
-        batch = dataset.sample(config.train_batch_size_per_learner, generator)
-        if implementation == "paper":
-            batch[ck.INIT_OBS] = dataset.sample_initial_obs(config.train_batch_size_per_learner, generator)
+        batch = coptidice_minibatch(dataset, config.train_batch_size_per_learner, generator, implementation)
         losses, _ = coptidice_losses(coptidice_training_outputs(nets, batch), batch, config.loss_settings())
         for optimizer in optimizers:
             optimizer.zero_grad()
         sum(losses.values()).backward()
         for optimizer in optimizers:
             optimizer.step()
-    torch.manual_seed(123)  # the same BC noise
     learner.update_from_dataset(num_updates=steps)
     learned, reference = module.state_dict(), nets.state_dict()
     assert learned.keys() == reference.keys() and "lagrange.raw" in reference and "stats.obs_std" in reference

@@ -33,6 +33,11 @@ MEMBERS = {  # algorithm, settings shared by the members, and each member's own 
                                                {"seed": 0, "awr_beta": 6.0, "lambdas": [2.0]}, {"seed": 10}]),
     "caps-sacbc-search": ("caps", {"heads": 3, "backbone": "sacbc"}, [{"seed": 0, "lambdas": [0.3]},
                                                                       {"seed": 0, "lambdas": [2.5]}]),
+    # COptiDICE per κ: its λ and τ are each member's own parameters, its κ the λ loss's threshold (a member tensor)
+    "coptidice-per-kappa": ("coptidice", {}, [{"seed": 0, "cost_limit": 10}, {"seed": 0, "cost_limit": 40},
+                                              {"seed": 10, "cost_limit": 20}]),
+    "coptidice-paper-per-kappa": ("coptidice", {"implementation": "paper"}, [{"seed": 0, "cost_limit": 10},
+                                                                            {"seed": 0, "cost_limit": 40}]),
     "bc-safe-per-kappa": ("bc-safe", {}, [{"seed": 0, "cost_limit": 10}, {"seed": 0, "cost_limit": 20},
                                           {"seed": 10, "cost_limit": 40}]),
 }

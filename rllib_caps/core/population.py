@@ -24,7 +24,7 @@ from torch import nn
 from rllib_caps.core.captured_step import CapturedStep, NonFiniteSkip
 from rllib_caps.core.optim import adam
 from rllib_caps.core.ray_internals import foreach_lerp_
-from rllib_caps.core.torch_learner import OfflineSafeTorchLearner
+from rllib_caps.core.torch_learner import OfflineSafeTorchLearner, total_loss
 
 # (module, minibatch, its hyperparameters) -> the member's loss terms, each a scalar: what one member's gradient step
 # minimises. The hyperparameters are the member's own tensors of those in which the members differ (may be none).
@@ -207,7 +207,7 @@ class Population:
                               self.hyperparameters)
         for optimizer in self.optimizers.values():
             optimizer.zero_grad(set_to_none=True)
-        torch.stack([term.sum() for term in losses.values()]).sum().backward()
+        total_loss({name: term.sum() for name, term in losses.items()}).backward()
         if self.non_finite is not None:
             self.non_finite.check([p.grad for p in self.params.values() if p.grad is not None])
         for optimizer in self.optimizers.values():

@@ -46,6 +46,11 @@ def all_finite(tensors: list[torch.Tensor]) -> bool:
     return not bool(found)
 
 
+def total_loss(terms: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    """The sum of the loss terms that carry a gradient; the detached ones are metrics, logged beside them."""
+    return sum(term for term in terms.values() if term.requires_grad)
+
+
 class OfflineSafeTorchLearner(UpdateStepHook, TorchLearner, OfflineSafeLearner):
     """``TorchLearner`` plus the in-memory dataset of ``OfflineSafeLearner``.
 
@@ -110,18 +115,19 @@ class OfflineSafeTorchLearner(UpdateStepHook, TorchLearner, OfflineSafeLearner):
                       hyperparameters: Mapping[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
         """The named loss terms of one module's step, as a pure function of its forward outputs and minibatch: the
         RLlib step sums them (``compute_loss_for_module``), and a population (``rllib_caps.core.population``)
-        vmaps them over its members. ``hyperparameters``: a member's own values of the config's
-        ``member_hyperparameters`` (tensors), where a population's members differ in them; only configs that
-        declare some get any. A learner whose step has side effects overrides ``compute_loss_for_module``
-        instead, and cannot train as a population."""
+        vmaps them over its members. Detached terms are metrics: logged with the losses, left out of the sum.
+        ``hyperparameters``: a member's own values of the config's ``member_hyperparameters`` (tensors), where a
+        population's members differ in them; only configs that declare some get any. A learner whose step has
+        side effects overrides ``compute_loss_for_module`` instead, and cannot train as a population."""
         raise NotImplementedError(f"{type(self).__name__} computes its losses in compute_loss_for_module")
 
     @override(TorchLearner)
     def compute_loss_for_module(self, *, module_id: str, config: Any, batch: dict, fwd_out: dict) -> torch.Tensor:
-        """The sum of ``member_losses``, which are kept for the update call's metrics (``record_losses``)."""
+        """The sum of ``member_losses`` (``total_loss``), which are kept for the update call's metrics
+        (``record_losses``)."""
         losses = self.member_losses(fwd_out, batch, config)
         self.record_losses(module_id, losses)
-        return sum(losses.values())
+        return total_loss(losses)
 
     def record_losses(self, module_id: str, losses: dict[str, torch.Tensor]) -> None:
         """Keeps this step's loss terms (detached) to be logged at the end of the update call."""

@@ -13,7 +13,8 @@ correction estimation (Lee et al., ICLR 2022) as OSRL builds it, trained for one
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from ray.rllib.algorithms.algorithm_config import NotProvided
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
@@ -23,6 +24,9 @@ from rllib_caps.algorithms.coptidice.losses import COptiDICELossSettings
 from rllib_caps.algorithms.cost_limited.cost_limited import CostLimitedConfig
 from rllib_caps.algorithms.vae_actor_critic.vae_actor_critic import IMPLEMENTATIONS
 from rllib_caps.core.offline import OfflineSafeAlgorithm
+
+if TYPE_CHECKING:
+    import torch
 
 
 class COptiDICEConfig(CostLimitedConfig):
@@ -69,9 +73,17 @@ class COptiDICEConfig(CostLimitedConfig):
         scale = 1.0 if self.implementation == "osrl" else 1.0 - self.gamma
         return scale * self.discounted_cost_limit
 
-    def loss_settings(self) -> COptiDICELossSettings:
+    @override(CostLimitedConfig)
+    def member_hyperparameters(self) -> dict[str, Any]:
+        """Members of one population trained for different κ differ in the λ loss's threshold."""
+        return {"constraint_threshold": self.constraint_threshold}
+
+    def loss_settings(self, hyperparameters: Mapping[str, torch.Tensor] | None = None) -> COptiDICELossSettings:
+        """The losses' settings; ``hyperparameters`` (``member_hyperparameters``' names) replace the config's with a
+        population member's own tensors."""
+        own = {"constraint_threshold": self.constraint_threshold, **(hyperparameters or {})}
         return COptiDICELossSettings(gamma=self.gamma, reward_scale=self.reward_scale, alpha=self.alpha,
-                                     cost_ub_epsilon=self.cost_ub_epsilon, cost_threshold=self.constraint_threshold,
+                                     cost_ub_epsilon=self.cost_ub_epsilon, cost_threshold=own["constraint_threshold"],
                                      time_limit=self.time_limit)
 
     @override(CostLimitedConfig)

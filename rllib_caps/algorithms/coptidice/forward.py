@@ -9,7 +9,20 @@ import torch
 
 from rllib_caps.algorithms.coptidice import keys as ck
 from rllib_caps.core.nets import squashed_log_prob
-from rllib_caps.data import schema
+from rllib_caps.data import TransitionDataset, schema
+
+
+def coptidice_minibatch(dataset: TransitionDataset, batch_size: int, generator: torch.Generator, implementation: str
+                        ) -> dict[str, torch.Tensor]:
+    """A COptiDICE step's minibatch, all drawn from ``generator``: uniformly sampled transitions, for "paper" also
+    ``INIT_OBS`` (initial observations from the data), and the weighted BC's noise (``OBS_NOISE``,
+    ``ACTION_NOISE``), so a step's randomness is its trial's own (a population's members each draw theirs)."""
+    batch = dataset.sample(batch_size, generator)
+    if implementation == "paper":
+        batch[ck.INIT_OBS] = dataset.sample_initial_obs(batch_size, generator)
+    for key, column in ((ck.OBS_NOISE, schema.OBS), (ck.ACTION_NOISE, schema.ACTIONS)):
+        batch[key] = torch.randn(batch[column].shape, generator=generator, device=generator.device)
+    return batch
 
 
 def coptidice_training_outputs(nets: Any, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -18,7 +31,8 @@ def coptidice_training_outputs(nets: Any, batch: dict[str, torch.Tensor]) -> dic
 
     Initial states: "osrl" (``nets.osrl``) estimates E[ν(s₀)] on the uniform batch as mean(ν(s) 1[t = 0]) / p_init;
     "paper" evaluates ν at the batch's ``INIT_OBS``, initial observations sampled from the data.
-    Weighted BC: observation and action are noised by ``data_noise`` × the data's std (OSRL's 0.1); "osrl" scores
+    Weighted BC: observation and action are noised by ``data_noise`` × the data's std (OSRL's 0.1) × the batch's
+    standard-normal ``OBS_NOISE`` and ``ACTION_NOISE`` (``coptidice_minibatch``); "osrl" scores
     the action under the pre-tanh Gaussian (as OSRL does, though it acts with tanh μ), "paper" under the
     tanh-squashed policy it acts with (``core.nets.squashed_log_prob``).
     """
@@ -30,8 +44,8 @@ def coptidice_training_outputs(nets: Any, batch: dict[str, torch.Tensor]) -> dic
         out[ck.NU_INIT], out[ck.CHI_INIT] = out[ck.NU] * first, out[ck.CHI] * first
     else:
         out[ck.NU_INIT], out[ck.CHI_INIT] = nets.nu(batch[ck.INIT_OBS]), nets.chi(batch[ck.INIT_OBS])
-    noisy_obs = obs + torch.randn_like(obs) * nets.stats.obs_std * nets.data_noise
-    noisy_actions = actions + torch.randn_like(actions) * nets.stats.act_std * nets.data_noise
+    noisy_obs = obs + batch[ck.OBS_NOISE] * nets.stats.obs_std * nets.data_noise
+    noisy_actions = actions + batch[ck.ACTION_NOISE] * nets.stats.act_std * nets.data_noise
     dist = nets.actor(noisy_obs)
     out[ck.LOG_PROB] = (dist.log_prob(noisy_actions).sum(-1) if nets.osrl
                         else squashed_log_prob(dist, noisy_actions))

@@ -37,7 +37,8 @@ class COptiDICELossSettings:
     reward_scale: float
     alpha: float  # weight of the f-divergence
     cost_ub_epsilon: float  # ε: radius of the KL ball of the cost upper bound
-    cost_threshold: float  # what ĉ is compared with: q̄_c ("osrl") or (1 − γ) q̄_c ("paper")
+    cost_threshold: float | torch.Tensor  # what ĉ is compared with: q̄_c ("osrl") or (1 − γ) q̄_c ("paper"); a
+    # tensor: a population member's own (its κ's)
     time_limit: str
 
 
@@ -83,5 +84,5 @@ def coptidice_losses(fwd_out: dict[str, torch.Tensor], batch: dict[str, torch.Te
     metrics = {"w_mean": w_bar.mean(), "w_max": w_bar.max(), "divergence": soft_chi2(w_bar).mean(),
                "td_error": advantage.detach().pow(2).mean(), "kl": kl.detach(), "cost_bound": cost_bound.detach(),
                "lagrange": lagrange.detach(), "temperature": temperature.detach(),
-               "cost_threshold": torch.as_tensor(s.cost_threshold)}
+               "cost_threshold": torch.zeros_like(cost_bound) + s.cost_threshold}
     return losses, metrics

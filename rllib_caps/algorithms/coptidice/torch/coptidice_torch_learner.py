@@ -1,16 +1,17 @@
-"""Torch COptiDICE learner: one Adam per network and multiplier, the data statistics and initial-state samples
-the training forward needs, and the pure losses."""
+"""Torch COptiDICE learner: one Adam per network and multiplier, the data statistics, initial-state samples and
+noise the training forward needs, and the pure losses (so trials per seed and κ can train as one population)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.utils.annotations import override
-from ray.rllib.utils.typing import ModuleID, TensorType
+from ray.rllib.utils.typing import ModuleID
 
-from rllib_caps.algorithms.coptidice.keys import INIT_OBS
+from rllib_caps.algorithms.coptidice.forward import coptidice_minibatch
 from rllib_caps.algorithms.coptidice.losses import coptidice_losses
 from rllib_caps.core.learner import OfflineSafeLearner
 from rllib_caps.core.torch_learner import OfflineSafeTorchLearner
@@ -29,10 +30,7 @@ class COptiDICETorchLearner(OfflineSafeTorchLearner):
 
     @override(OfflineSafeLearner)
     def draw_minibatch(self, batch_size: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
-        batch = super().draw_minibatch(batch_size, generator)
-        if self.config.implementation == "paper":
-            batch[INIT_OBS] = self.dataset.sample_initial_obs(batch_size, generator)
-        return batch
+        return coptidice_minibatch(self.dataset, batch_size, generator, self.config.implementation)
 
     @override(TorchLearner)
     def configure_optimizers_for_module(self, module_id: ModuleID, config: Any = None) -> None:
@@ -42,9 +40,8 @@ class COptiDICETorchLearner(OfflineSafeTorchLearner):
             "chi": (module.chi, config.critic_lr), "lagrange": (module.lagrange, config.scalar_lr),
             "temperature": (module.temperature, config.scalar_lr)})
 
-    @override(TorchLearner)
-    def compute_loss_for_module(self, *, module_id: ModuleID, config: Any, batch: dict,
-                                fwd_out: dict) -> TensorType:
-        losses, metrics = coptidice_losses(fwd_out, batch, config.loss_settings())
-        self.record_losses(module_id, losses | metrics)
-        return sum(losses.values())
+    @override(OfflineSafeTorchLearner)
+    def member_losses(self, fwd_out: dict, batch: dict, config: Any,
+                      hyperparameters: Mapping[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
+        losses, metrics = coptidice_losses(fwd_out, batch, config.loss_settings(hyperparameters))
+        return losses | metrics  # the metrics are detached: they are logged, not minimised
