@@ -240,6 +240,27 @@ def test_a_trial_whose_kept_checkpoint_was_rotated_out_continues_from_it_after_a
         assert torch.equal(value, expected[name]), name
 
 
+def interrupt_at_first_checkpoint(config: Path, trials: Path, signum: int, status: int) -> str:
+    """Runs ``tune --config config`` on a Ray of its own until a trial matching the glob ``trials`` has written its
+    first checkpoint, then interrupts it with ``signum`` (SIGINT to its process group, as Ctrl+C does; else to the
+    driver) and checks that it exits with ``status``; returns its output."""
+    log = config.with_suffix(".log")
+    with ray_of_its_own("raytun") as ray_tmp, log.open("w") as out:
+        process = subprocess.Popen([sys.executable, "-m", "rllib_caps.tune", "--config", str(config)],
+                                   stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env(RAY_TMPDIR=ray_tmp),
+                                   start_new_session=True)
+        deadline = time.monotonic() + 300
+        while not list(Path(trials.anchor).glob(str((trials / "checkpoint_000001").relative_to(trials.anchor)))):
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.1)
+        if signum == signal.SIGINT:
+            os.killpg(process.pid, signum)
+        else:
+            process.send_signal(signum)
+        assert process.wait(timeout=180) == status, log.read_text()[-3000:]
+    return log.read_text()
+
+
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize(("signum", "status", "pack"), [(signal.SIGINT, 130, "off"), (signal.SIGTERM, 143, "off"),
                                                        (signal.SIGTERM, 143, "on")])
@@ -254,21 +275,7 @@ def test_an_interrupted_sweep_stops_as_tune_does_and_resumes(ray_address: str, t
                                       "storage": str(tmp_path), "name": "stopped", "max_concurrent": 1,
                                       "checkpoint_every": 1, "pack": pack,
                                       "training": {**TINY_TRAINING, "steps": 600, "thresholds": [20]}}))
-    log = tmp_path / "run.log"
-    with ray_of_its_own("raytun") as ray_tmp, log.open("w") as out:
-        process = subprocess.Popen([sys.executable, "-m", "rllib_caps.tune", "--config", str(config)],
-                                   stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env(RAY_TMPDIR=ray_tmp),
-                                   start_new_session=True)
-        deadline = time.monotonic() + 300
-        while not list((tmp_path / "stopped").glob("*/checkpoint_000001")):
-            assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.1)
-        if signum == signal.SIGINT:
-            os.killpg(process.pid, signum)
-        else:
-            process.send_signal(signum)
-        assert process.wait(timeout=180) == status, log.read_text()[-3000:]
-    text = log.read_text()
+    text = interrupt_at_first_checkpoint(config, tmp_path / "stopped" / "*", signum, status)
     said = f"interrupted ({signal.Signals(signum).name}): Tune saved the experiment state"
     assert said in text and "--config " + str(config) + " --resume" in text, text[-3000:]
     assert len(load_trials(tmp_path / "stopped")[0]) < 2
@@ -293,17 +300,7 @@ def test_an_interrupted_packed_search_resumes_with_its_samples_and_their_scores(
                                       "search": "optuna", "num_samples": 3, "pack": "on", "population_samples": 2,
                                       "max_concurrent": 1, "checkpoint_every": 1, "search_space": {"seed": 0},
                                       "training": {**TINY_TRAINING, "steps": 600, "thresholds": [20]}}))
-    log = tmp_path / "run.log"
-    with ray_of_its_own("raysrch") as ray_tmp, log.open("w") as out:
-        process = subprocess.Popen([sys.executable, "-m", "rllib_caps.tune", "--config", str(config)],
-                                   stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env(RAY_TMPDIR=ray_tmp),
-                                   start_new_session=True)
-        deadline = time.monotonic() + 300
-        while not list((tmp_path / "search").glob("*/*/checkpoint_000001")):
-            assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.1)
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=180) == 143, log.read_text()[-3000:]
+    interrupt_at_first_checkpoint(config, tmp_path / "search" / "*" / "*", signal.SIGTERM, 143)
     resumed = subprocess.run([sys.executable, "-m", "rllib_caps.tune", "--config", str(config), "--resume",
                               "--address", ray_address], capture_output=True, text=True, cwd=ROOT, env=env(),
                              check=False, timeout=500)
