@@ -33,7 +33,10 @@ MemberLoss = Callable[[nn.Module, dict[str, torch.Tensor], dict[str, torch.Tenso
 Sampler = Callable[[], dict[str, torch.Tensor]]
 
 
-MEMBER_SETTINGS = frozenset({"seed", "cost_limit"})  # settings in which any population's members may differ
+# Settings in which any population's members may differ: the seed, and κ where it only selects a member's data
+# (BC-Safe, at its learner's build). Losses read the first member's config, so an algorithm whose losses read κ
+# declares it among its config's ``member_hyperparameters`` (COptiDICE: its threshold) to get each member's own.
+MEMBER_SETTINGS = frozenset({"seed", "cost_limit"})
 
 
 def _config_differences(first: Any, other: Any) -> set[str]:
