@@ -20,6 +20,10 @@ part() { [[ " $PARTS " == *" $1 "* ]]; }
 if part tests; then
     python3 -m pytest -q -p no:cacheprovider -m cuda tests/test_captured_step.py $(ls tests/test_population.py 2>/dev/null) \
         2>&1 | tee "$OUT/tests.txt" | tail -15 || status=1
+    # probe: does the fused-critics (batched matmul) mismatch of captured against eager steps go away when cuBLAS
+    # has a fixed workspace, i.e. is it cuBLAS choosing other bmm kernels inside the capture? (diagnostic only)
+    CUBLAS_WORKSPACE_CONFIG=:4096:8 python3 -m pytest -q -p no:cacheprovider -m cuda tests/test_captured_step.py \
+        -k "fused_critics or caps-2-True" 2>&1 | tee "$OUT/tests_fixed_cublas_workspace.txt" | tail -3
 fi
 if part profile; then
     python3 benchmarks/gpu/profile_step.py --json "$OUT/profile_h512.json" 2>&1 | grep -v WARNING \
