@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -200,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
             raise SweepError(f"--search {options.search} tunes one algorithm with searchable settings "
                              f"({', '.join(searchable)}); got --algos {' '.join(options.algos)}")
         if options.dry_run:
-            print(describe_grid(options, tasks))
+            print(describe_grid(options, tasks, None if options.address else os.cpu_count()))  # local Ray: all
             return 0
         if not options.resume and finished_experiment(options.experiment_dir):
             print(f"{options.experiment_dir} already holds this finished sweep; its report is in "

@@ -14,7 +14,7 @@ from rllib_caps.report import MainTable, load_trials, summarize, write_report
 from rllib_caps.report.records import MEMBERS, member_name
 from rllib_caps.sweeps.grid import describe_grid, grid_variants
 from rllib_caps.sweeps.options import SweepError, SweepOptions, check_options
-from rllib_caps.sweeps.packing import packed_variants, packs
+from rllib_caps.sweeps.packing import members_that_fit, packed_variants, packs, samples_per_population
 from rllib_caps.sweeps.resources import plan_resources
 from rllib_caps.sweeps.runner import run_sweep, setup_dict
 from rllib_caps.sweeps.trials import describe_trial, trial_class, trial_name
@@ -52,6 +52,22 @@ def test_packing_groups_seeds_and_kappas_and_leaves_the_other_algorithms_alone()
     name = trial_name({"variant": packed[2], "setup": {}}, "abc")
     assert name == "bc-safe_BallCircle_population9_abc"
     assert describe_trial({"variant": packed[1], "setup": {}}) == "caps BallCircle K4 population3"
+
+
+def test_populations_are_split_to_fit_the_cpus_their_members_evaluation_runners_need() -> None:
+    """With --eval-runners ≥ 1 every member brings half a trial's CPUs of EnvRunners: on 4 CPUs at 1 CPU per trial a
+    population holds at most 2·4/1 − 1 = 7 members, so BC-Safe's 9 (3 κ × 3 seeds) become populations of 7 and 2,
+    and a search packs fewer samples; without evaluation runners nothing limits them."""
+    options = SweepOptions(algos=["bc-safe"], seeds=[0, 10, 20], pack="on", eval_runners=1)
+    assert members_that_fit(options, 4) == 7 and members_that_fit(options, None) is None
+    assert members_that_fit(SweepOptions(pack="on"), 4) is None
+    variants = packed_variants(grid_variants(options, options.task_specs()), options.seeds, max_members=7)
+    assert [len(v[MEMBERS]) for v in variants] == [7, 2]
+    assert [member_name(m) for v in variants for m in v[MEMBERS]][6:] == ["kappa40_seed0", "kappa40_seed10",
+                                                                         "kappa40_seed20"]
+    search = SweepOptions(seeds=[0, 10, 20], search="optuna", num_samples=10, pack="on", eval_runners=1)
+    assert samples_per_population(search, concurrency=1) == 10
+    assert samples_per_population(search, concurrency=1, cluster_cpus=4) == 2  # 6 of the 7 members that fit
 
 
 def test_dry_run_shows_the_populations(capsys: pytest.CaptureFixture) -> None:

@@ -184,8 +184,10 @@ class OfflineSafeConfig(ConfigHooks, AlgorithmConfig):
 
     def member_hyperparameters(self) -> dict[str, Any]:
         """The settings, besides seed and κ, in which the members of one population (``rllib_caps.core.population``)
-        may differ, by config name: numbers (or lists of numbers) that the learner's ``member_losses`` takes as a
-        member's own tensors (its ``hyperparameters`` argument). None by default."""
+        may differ: numbers (or lists of numbers) that the learner's ``member_losses`` takes as a member's own
+        tensors (its ``hyperparameters`` argument), named as the config names them (CAPS's ``awr_beta``) or, for a
+        value derived from a setting that may differ anyway (κ), as the config's property is (COptiDICE's
+        ``constraint_threshold``). None by default."""
         return {}
 
     def apply_smoke_test_limits(self) -> OfflineSafeConfig:

@@ -26,7 +26,8 @@ REPORT_DIR = "report"
 TRIAL_INDEX = "__trial_index__"  # ray.tune.search.repeater.TRIAL_INDEX: the repeat (seed) index under Repeater
 VARIANT = "variant"  # a grid sweep's per-algorithm trial part: {algo, task, axes...} (Tune grid-searches it whole)
 CRITIC_RESULTS = "critic_evaluations"  # result key: critic variant -> results schema (rllib_caps.algorithms.caps.fqe)
-# A packed trial (a population, rllib_caps.sweeps.packing): its params list its members, each ``{seed, [cost_limit]}``;
+# A packed trial (a population, rllib_caps.sweeps.packing): its params list its members, each ``{seed, [cost_limit]}``,
+# or in a packed search ``{sample, seed, search}``;
 # each result holds ``members: {member name: that member's result}``, and each checkpoint ``members/<name>/``, an
 # ordinary checkpoint of that member.
 MEMBERS = "members"

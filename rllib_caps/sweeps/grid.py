@@ -14,7 +14,7 @@ from typing import Any
 from rllib_caps.algorithms.registry import COST_LIMIT_AXIS, get_algorithm, trained_per_threshold
 from rllib_caps.envs import TaskSpec
 from rllib_caps.sweeps.options import SweepError, SweepOptions
-from rllib_caps.sweeps.packing import MAX_MEMBERS, describe_packing, packed_variants, packs
+from rllib_caps.sweeps.packing import MAX_MEMBERS, describe_packing, members_that_fit, packed_variants, packs
 
 AXIS_OPTIONS = {"heads": "heads", "backbone": "backbones", "actor": "actors"}  # axis -> its SweepOptions field
 
@@ -43,8 +43,9 @@ def _values(values: Sequence[Any]) -> str:
     return "{" + ", ".join(v if isinstance(v, str) else f"{v:g}" for v in values) + "}"
 
 
-def describe_grid(options: SweepOptions, tasks: Sequence[TaskSpec]) -> str:
-    """The ``--dry-run`` text: per algorithm its tasks × seeds × axes and trial count, then the total."""
+def describe_grid(options: SweepOptions, tasks: Sequence[TaskSpec], cluster_cpus: float | None = None) -> str:
+    """The ``--dry-run`` text: per algorithm its tasks × seeds × axes and trial count, then the total, and how the
+    trials pack (on a cluster of ``cluster_cpus`` CPUs, where that limits a population: ``members_that_fit``)."""
     variants = grid_variants(options, tasks)
     seeds = len(options.seeds)
     lines = [f"planned grid: algorithms {' '.join(options.algos)} × {len(tasks)} task(s) × {seeds} seed(s) "
@@ -72,7 +73,8 @@ def describe_grid(options: SweepOptions, tasks: Sequence[TaskSpec]) -> str:
         lines.append(f"packed (--pack {options.pack}): each population trains {samples} × {seeds} seed(s), each "
                      "member with its sample's β and λ_k")
     elif packs(options):
-        lines.append(describe_packing(packed_variants(variants, options.seeds)))
+        lines.append(describe_packing(packed_variants(variants, options.seeds,
+                                                      members_that_fit(options, cluster_cpus))))
     else:
         why = ": the trials train on CPUs" if options.pack == "auto" else ""
         lines.append(f"not packed into populations (--pack {options.pack}{why}): every trial trains alone")

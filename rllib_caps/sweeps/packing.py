@@ -36,18 +36,28 @@ MAX_MEMBERS = 32
 
 def packs(options: SweepOptions) -> bool:
     """Whether a sweep packs its trials: ``--pack on``, ``off``, or ``auto``: when its trials train on GPUs. An
-    Optuna search packs each sample's seeds (``rllib_caps.sweeps.search``)."""
+    Optuna search packs samples × their seeds (``samples_per_population``, ``rllib_caps.sweeps.search``)."""
     return options.pack == "on" or (options.pack == "auto" and options.gpus)
 
 
-def samples_per_population(options: SweepOptions, concurrency: int) -> int:
+def members_that_fit(options: SweepOptions, cluster_cpus: float | None) -> int | None:
+    """The most members one packed trial can hold on a cluster of ``cluster_cpus`` CPUs (None: unknown, or no
+    limit). With ``--eval-runners`` ≥ 1 every member brings its own evaluation EnvRunners, half a trial's
+    ``--cpus-per-trial`` (``trials.trial_config``), so a population of P asks for (1 + P) × cpus_per_trial / 2."""
+    if cluster_cpus is None or not options.training_settings().get("eval_runners"):
+        return None
+    return max(1, math.floor(2 * cluster_cpus / options.cpus_per_trial + 1e-9) - 1)
+
+
+def samples_per_population(options: SweepOptions, concurrency: int, cluster_cpus: float | None = None) -> int:
     """How many Optuna samples (each with every seed) one packed search trial trains: ``--population-samples``, else
     the ``--num-samples`` spread evenly over the ``concurrency`` trials that run at once, at most ``MAX_MEMBERS``
-    members (and at least one sample) per population."""
-    if options.population_samples:
-        return options.population_samples
-    spread = math.ceil(options.num_samples / max(concurrency, 1))
-    return max(1, min(spread, MAX_MEMBERS // len(options.seeds)))
+    members per population; either way at most the members that fit the cluster's CPUs (``members_that_fit``),
+    and at least one sample."""
+    fit = members_that_fit(options, cluster_cpus) or MAX_MEMBERS
+    wanted = options.population_samples or min(math.ceil(options.num_samples / max(concurrency, 1)),
+                                               MAX_MEMBERS // len(options.seeds))
+    return max(1, min(wanted, fit // len(options.seeds)))
 
 
 def packable(algo: str) -> bool:
@@ -55,10 +65,12 @@ def packable(algo: str) -> bool:
     return forms_populations(get_algorithm(algo).config_class().get_default_learner_class())
 
 
-def packed_variants(variants: Sequence[Mapping[str, Any]], seeds: Sequence[int]) -> list[dict[str, Any]]:
+def packed_variants(variants: Sequence[Mapping[str, Any]], seeds: Sequence[int], max_members: int | None = None
+                    ) -> list[dict[str, Any]]:
     """The trial variants of a packed sweep: per (algorithm, task, axes other than κ) of an algorithm that forms
-    populations, one variant whose ``members`` are its seeds (× κ); every other trial as its own variant with its
-    ``seed``. A group of one trial stays a trial alone."""
+    populations, one variant whose ``members`` are its seeds (× κ), split into populations of at most
+    ``max_members``; every other trial as its own variant with its ``seed``. A population of one trial is a trial
+    alone."""
     groups: dict[tuple, dict[str, Any]] = {}
     alone: list[dict[str, Any]] = []
     for variant in variants:
@@ -69,9 +81,12 @@ def packed_variants(variants: Sequence[Mapping[str, Any]], seeds: Sequence[int])
         group = groups.setdefault(tuple(sorted((k, repr(v)) for k, v in shared.items())), {**shared, MEMBERS: []})
         folded = {k: v for k, v in variant.items() if k in MEMBER_AXES}
         group[MEMBERS] += [{**folded, "seed": seed} for seed in seeds]
-    packed = [group if len(group[MEMBERS]) > 1 else {**{k: v for k, v in group.items() if k != MEMBERS},
-                                                     **group[MEMBERS][0]}
-              for group in groups.values()]
+    packed = []
+    for group in groups.values():
+        shared, members = {k: v for k, v in group.items() if k != MEMBERS}, group[MEMBERS]
+        size = max_members or len(members)
+        packed += [{**shared, MEMBERS: chunk} if len(chunk) > 1 else {**shared, **chunk[0]}
+                   for chunk in (members[i:i + size] for i in range(0, len(members), size))]
     return packed + alone
 
 

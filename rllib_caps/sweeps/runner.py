@@ -15,7 +15,7 @@ from rllib_caps.envs import TaskSpec
 from rllib_caps.report.records import load_trials
 from rllib_caps.sweeps.grid import describe_grid, grid_variants
 from rllib_caps.sweeps.options import SweepError, SweepOptions
-from rllib_caps.sweeps.packing import packed_variants, packs
+from rllib_caps.sweeps.packing import members_that_fit, packed_variants, packs
 from rllib_caps.sweeps.resources import TrialResources, plan_resources
 from rllib_caps.sweeps.state_backup import (
     EXPERIMENT_STATE_PATTERN,
@@ -145,11 +145,14 @@ def run_experiment(options: SweepOptions, experiment_dir: Path, param_space: dic
     return results
 
 
-def tune_variants(options: SweepOptions, tasks: Sequence[TaskSpec]) -> list[dict[str, Any]]:
+def tune_variants(options: SweepOptions, tasks: Sequence[TaskSpec], cluster_cpus: float | None = None
+                  ) -> list[dict[str, Any]]:
     """The grid's (algorithm, task, axes) variants; packed (``rllib_caps.sweeps.packing``), the Tune trials'
-    variants, each with its seed or its population's members."""
+    variants, each with its seed or its population's members (as many as fit ``cluster_cpus`` CPUs)."""
     variants = grid_variants(options, tasks)
-    return packed_variants(variants, options.seeds) if packs(options) else variants
+    if not packs(options):
+        return variants
+    return packed_variants(variants, options.seeds, members_that_fit(options, cluster_cpus))
 
 
 def grid_param_space(options: SweepOptions, variants: Sequence[dict[str, Any]], setup: dict[str, Any]
@@ -168,15 +171,16 @@ def run_sweep(options: SweepOptions) -> Path:
     import ray
 
     tasks = options.task_specs()
-    variants = tune_variants(options, tasks)
+    cluster_cpus = ray.cluster_resources().get("CPU", 0)
+    variants = tune_variants(options, tasks, cluster_cpus)
     num_trials = len(variants) * (1 if packs(options) else len(options.seeds))
-    resources = plan_resources(num_trials, ray.cluster_resources().get("CPU", 0),
+    resources = plan_resources(num_trials, cluster_cpus,
                                ray.cluster_resources().get("GPU", 0), num_gpus=options.num_gpus,
                                cpus_per_trial=options.cpus_per_trial, gpus_per_trial=options.gpus_per_trial,
                                max_concurrent=options.max_concurrent)
     setup = setup_dict(options, resources)
     check_trials(options, tasks, setup)
-    logger.info("%s\n%d at a time, each %g CPU / %g GPU; results in %s", describe_grid(options, tasks),
+    logger.info("%s\n%d at a time, each %g CPU / %g GPU; results in %s", describe_grid(options, tasks, cluster_cpus),
                 resources.concurrency, resources.cpus, resources.gpus, options.experiment_dir)
     run_experiment(options, options.experiment_dir, grid_param_space(options, variants, setup),
                    concurrency=resources.concurrency, resume=options.resume)

@@ -25,6 +25,7 @@ import numpy as np
 
 from rllib_caps.algorithms.registry import (
     AXIS_DEFAULTS,
+    COST_LIMIT_AXIS,
     SETTING_ALIASES,
     AlgorithmEntry,
     build_config,
@@ -38,7 +39,6 @@ from rllib_caps.data.schema import DATA_DIR
 from rllib_caps.envs import TaskSpec, get_task
 from rllib_caps.report.records import CRITIC_RESULTS, MEMBERS, axis_part, trial_members, trial_params, trial_seed
 from rllib_caps.sweeps.options import SweepError
-from rllib_caps.sweeps.packing import MEMBER_AXES
 
 logger = logging.getLogger("rllib_caps.tune")
 
@@ -146,9 +146,11 @@ def sweep_metrics(evaluation: Mapping[str, Any] | None) -> dict[str, float]:
 
 
 def members_summary(results: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    """A packed trial's top-level metrics (what Tune, its searchers and the progress table see; the report reads
+    """A packed trial's top-level metrics (what Tune, its progress table and the trackers see; the report reads
     each member's own): the members' mean normalised reward, cost and safe share, and the constrained objective of
-    those means, as a search scores a sample over its seeds; NaN before the final evaluation."""
+    those means; NaN before the final evaluation. For a population of one sample's seeds that is the sample's
+    score; a packed search's trial of several samples is scored per sample (``sweeps.search.PackedSamples``), and
+    its top level is only their mean."""
     summary = {key: float(np.mean([result[key] for result in results]))
                for key in ("normalized_reward", "normalized_cost", "safe", GRADIENT_STEPS)}
     summary["objective"] = (math.nan if math.isnan(summary["normalized_reward"]) else
@@ -304,7 +306,7 @@ def _identity(config: Mapping[str, Any], seed: str) -> list[str]:
     (its members' κ and seeds are in their names)."""
     params = trial_params(config)
     if MEMBERS in params:
-        parts = axis_parts(params, leave_out=MEMBER_AXES)
+        parts = axis_parts(params, leave_out=(COST_LIMIT_AXIS,))
         return [params["algo"], params["task"], *parts, f"population{len(params[MEMBERS])}"]
     return [params["algo"], params["task"], *axis_parts(params), seed.format(trial_seed(params))]
 

@@ -35,7 +35,7 @@ def head_coefficients(lambdas: Sequence[float] | torch.Tensor, like: torch.Tenso
     """Per-head (reward, cost) advantage coefficients, each ``(K,)`` of ``like``'s dtype and device: head 0 uses
     A^r only, head K−1 uses −A^c only, middle head k uses A^r − λ_k A^c (paper, text after Eq. 9). ``lambdas``: the
     K−2 middle λ_k, or a population member's own λ_k as a tensor (``rllib_caps.core.population``)."""
-    middle = lambdas if isinstance(lambdas, torch.Tensor) else coefficients_like(lambdas, like)
+    middle = lambdas.to(like.dtype) if isinstance(lambdas, torch.Tensor) else coefficients_like(lambdas, like)
     one, zero = like.new_ones(1), like.new_zeros(1)
     return torch.cat([one, torch.ones_like(middle), zero]), torch.cat([zero, middle, one])
 
