@@ -161,3 +161,17 @@ def test_optuna_search_returns_constrained_best_parameters(ray_address: str, tmp
     assert sweep.search is None and sweep.heads == [3] and sweep.seeds == [0]
     settings = trial_settings(sweep.training_settings(), sweep.overrides, get_task("BallCircle"), 3)
     assert settings["awr_beta"] == chosen["awr_beta"] and settings["steps"] == 60
+
+
+def test_dry_run_describes_the_search_and_its_packing(capsys: pytest.CaptureFixture) -> None:
+    from rllib_caps.tune import main
+
+    config = str(BUNDLED_DATA.parent / "tune_configs" / "optuna.yaml")
+    assert main(["--config", config, "--tasks", "BallCircle", "--num-samples", "10",
+                 "--pack", "on", "--population-samples", "4", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert ("Optuna search of CAPS over awr_beta, lambdas: 1 task(s) × K {2, 4}, one experiment each of 10 samples "
+            "× 2 seed(s) [0, 10] = 20 trained trials; 40 in all") in out
+    assert "4 Optuna sample(s) × 2 seed(s), 8 members" in out and "3 Tune trial(s) per experiment" in out
+    assert main(["--config", config, "--pack", "off", "--dry-run"]) == 0
+    assert "every sample and seed is its own Tune trial" in capsys.readouterr().out

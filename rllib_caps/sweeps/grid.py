@@ -8,6 +8,7 @@ takes its values from the sweep option named in ``AXIS_OPTIONS``, or from the ta
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -45,7 +46,10 @@ def _values(values: Sequence[Any]) -> str:
 
 def describe_grid(options: SweepOptions, tasks: Sequence[TaskSpec], cluster_cpus: float | None = None) -> str:
     """The ``--dry-run`` text: per algorithm its tasks × seeds × axes and trial count, then the total, and how the
-    trials pack (on a cluster of ``cluster_cpus`` CPUs, where that limits a population: ``members_that_fit``)."""
+    trials pack (on a cluster of ``cluster_cpus`` CPUs, where that limits a population: ``members_that_fit``); for
+    ``--search``, the search's plan (``describe_search``)."""
+    if options.search:
+        return describe_search(options, tasks)
     variants = grid_variants(options, tasks)
     seeds = len(options.seeds)
     lines = [f"planned grid: algorithms {' '.join(options.algos)} × {len(tasks)} task(s) × {seeds} seed(s) "
@@ -66,16 +70,36 @@ def describe_grid(options: SweepOptions, tasks: Sequence[TaskSpec], cluster_cpus
         lines.append(f"  {entry.display_name:<10} {len(mine) * seeds:5d} trials: {len(tasks)} task(s) × "
                      f"{seeds} seed(s) × {axes} ({deployment})")
     lines.append(f"total: {len(variants) * seeds} trials")
-    if packs(options) and options.search:
-        samples = (f"{options.population_samples} Optuna sample(s)" if options.population_samples else
-                   f"as many Optuna samples as spread the {options.num_samples} evenly over the trials that run at "
-                   f"once (at most {MAX_MEMBERS} members)")
-        lines.append(f"packed (--pack {options.pack}): each population trains {samples} × {seeds} seed(s), each "
-                     "member with its sample's β and λ_k")
-    elif packs(options):
+    if packs(options):
         lines.append(describe_packing(packed_variants(variants, options.seeds,
                                                       members_that_fit(options, cluster_cpus))))
     else:
         why = ": the trials train on CPUs" if options.pack == "auto" else ""
         lines.append(f"not packed into populations (--pack {options.pack}{why}): every trial trains alone")
+    return "\n".join(lines)
+
+
+def describe_search(options: SweepOptions, tasks: Sequence[TaskSpec]) -> str:
+    """The ``--dry-run`` text of ``--search optuna``: one Optuna experiment per (task, K), its samples × seeds, and
+    how they pack (``rllib_caps.sweeps.search``)."""
+    entry = get_algorithm(options.algos[0])  # a search tunes one algorithm (checked by the tune CLI)
+    seeds, heads = len(options.seeds), list(options.heads)
+    per_experiment = options.num_samples * seeds
+    lines = [f"Optuna search of {entry.display_name} over {', '.join(sorted(entry.searchable))}: "
+             f"{len(tasks)} task(s) × K {_values(heads)}, one experiment each of {options.num_samples} samples × "
+             f"{seeds} seed(s) {options.seeds} = {per_experiment} trained trials; "
+             f"{per_experiment * len(tasks) * len(heads)} in all"]
+    if not packs(options):
+        why = ": the trials train on CPUs" if options.pack == "auto" else ""
+        lines.append(f"not packed into populations (--pack {options.pack}{why}): every sample and seed is its own "
+                     "Tune trial")
+    elif options.population_samples:
+        samples = min(options.population_samples, options.num_samples)
+        lines.append(f"packed (--pack {options.pack}): each population trains {samples} Optuna sample(s) × {seeds} "
+                     f"seed(s), {samples * seeds} members, each with its sample's settings: "
+                     f"{math.ceil(options.num_samples / samples)} Tune trial(s) per experiment")
+    else:
+        lines.append(f"packed (--pack {options.pack}): each population trains as many Optuna samples × {seeds} "
+                     f"seed(s) as spread the {options.num_samples} samples evenly over the trials that run at once "
+                     f"(at most {MAX_MEMBERS} members), each member with its sample's settings")
     return "\n".join(lines)
