@@ -68,6 +68,7 @@ def test_populations_are_split_to_fit_the_cpus_their_members_evaluation_runners_
     search = SweepOptions(seeds=[0, 10, 20], search="optuna", num_samples=10, pack="on", eval_runners=1)
     assert samples_per_population(search, concurrency=1) == 10
     assert samples_per_population(search, concurrency=1, cluster_cpus=4) == 2  # 6 of the 7 members that fit
+    assert samples_per_population(search, concurrency=1, cluster_cpus=1) == 0  # 1 member fits: not 3 seeds
 
 
 def test_dry_run_shows_the_populations(capsys: pytest.CaptureFixture) -> None:

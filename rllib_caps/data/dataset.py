@@ -45,7 +45,7 @@ def _column_to_numpy(table: pa.Table, name: str, source: Path) -> np.ndarray:
 def _fingerprint(source: Path) -> tuple[tuple[str, int, int], ...]:
     """Each file of a Parquet dataset with its modification time and size: a rewritten dataset is a new one."""
     files = sorted(p for p in source.rglob("*") if p.is_file()) if source.is_dir() else [source]
-    return tuple((str(p.resolve()), p.stat().st_mtime_ns, p.stat().st_size) for p in files)
+    return tuple((str(p.resolve()), stat.st_mtime_ns, stat.st_size) for p, stat in ((p, p.stat()) for p in files))
 
 
 # (files, device) -> the dataset loaded from them, while anything holds it (``TransitionDataset.from_parquet``)

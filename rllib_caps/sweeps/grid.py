@@ -15,7 +15,14 @@ from typing import Any
 from rllib_caps.algorithms.registry import COST_LIMIT_AXIS, get_algorithm, trained_per_threshold
 from rllib_caps.envs import TaskSpec
 from rllib_caps.sweeps.options import SweepError, SweepOptions
-from rllib_caps.sweeps.packing import MAX_MEMBERS, describe_packing, members_that_fit, packed_variants, packs
+from rllib_caps.sweeps.packing import (
+    MAX_MEMBERS,
+    describe_packing,
+    members_that_fit,
+    packed_variants,
+    packs,
+    why_not_packed,
+)
 
 AXIS_OPTIONS = {"heads": "heads", "backbone": "backbones", "actor": "actors"}  # axis -> its SweepOptions field
 
@@ -74,8 +81,7 @@ def describe_grid(options: SweepOptions, tasks: Sequence[TaskSpec], cluster_cpus
         lines.append(describe_packing(packed_variants(variants, options.seeds,
                                                       members_that_fit(options, cluster_cpus))))
     else:
-        why = ": the trials train on CPUs" if options.pack == "auto" else ""
-        lines.append(f"not packed into populations (--pack {options.pack}{why}): every trial trains alone")
+        lines.append(f"not packed into populations ({why_not_packed(options)}): every trial trains alone")
     return "\n".join(lines)
 
 
@@ -90,8 +96,7 @@ def describe_search(options: SweepOptions, tasks: Sequence[TaskSpec]) -> str:
              f"{seeds} seed(s) {options.seeds} = {per_experiment} trained trials; "
              f"{per_experiment * len(tasks) * len(heads)} in all"]
     if not packs(options):
-        why = ": the trials train on CPUs" if options.pack == "auto" else ""
-        lines.append(f"not packed into populations (--pack {options.pack}{why}): every sample and seed is its own "
+        lines.append(f"not packed into populations ({why_not_packed(options)}): every sample and seed is its own "
                      "Tune trial")
     elif options.population_samples:
         samples = min(options.population_samples, options.num_samples)

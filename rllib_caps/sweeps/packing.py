@@ -40,6 +40,11 @@ def packs(options: SweepOptions) -> bool:
     return options.pack == "on" or (options.pack == "auto" and options.gpus)
 
 
+def why_not_packed(options: SweepOptions) -> str:
+    """``--pack off``, ``--pack auto: the trials train on CPUs``: why a sweep is not packed."""
+    return f"--pack {options.pack}" + (": the trials train on CPUs" if options.pack == "auto" else "")
+
+
 def members_that_fit(options: SweepOptions, cluster_cpus: float | None) -> int | None:
     """The most members one packed trial can hold on a cluster of ``cluster_cpus`` CPUs (None: unknown, or no
     limit). With ``--eval-runners`` ≥ 1 every member brings its own evaluation EnvRunners, half a trial's
@@ -53,8 +58,11 @@ def samples_per_population(options: SweepOptions, concurrency: int, cluster_cpus
     """How many Optuna samples (each with every seed) one packed search trial trains: ``--population-samples``, else
     the ``--num-samples`` spread evenly over the ``concurrency`` trials that run at once, at most ``MAX_MEMBERS``
     members per population; either way at most the members that fit the cluster's CPUs (``members_that_fit``),
-    and at least one sample."""
-    fit = members_that_fit(options, cluster_cpus) or MAX_MEMBERS
+    and at least one sample; 0 where not even one sample's seeds fit."""
+    fit = members_that_fit(options, cluster_cpus)
+    if fit is not None and fit < len(options.seeds):
+        return 0
+    fit = fit or MAX_MEMBERS
     wanted = options.population_samples or min(math.ceil(options.num_samples / max(concurrency, 1)),
                                                MAX_MEMBERS // len(options.seeds))
     return max(1, min(wanted, fit // len(options.seeds)))

@@ -171,11 +171,11 @@ def run_sweep(options: SweepOptions) -> Path:
     import ray
 
     tasks = options.task_specs()
-    cluster_cpus = ray.cluster_resources().get("CPU", 0)
+    cluster = ray.cluster_resources()
+    cluster_cpus = cluster.get("CPU", 0)
     variants = tune_variants(options, tasks, cluster_cpus)
     num_trials = len(variants) * (1 if packs(options) else len(options.seeds))
-    resources = plan_resources(num_trials, cluster_cpus,
-                               ray.cluster_resources().get("GPU", 0), num_gpus=options.num_gpus,
+    resources = plan_resources(num_trials, cluster_cpus, cluster.get("GPU", 0), num_gpus=options.num_gpus,
                                cpus_per_trial=options.cpus_per_trial, gpus_per_trial=options.gpus_per_trial,
                                max_concurrent=options.max_concurrent)
     setup = setup_dict(options, resources)

@@ -26,7 +26,7 @@ from ray.tune.search import Repeater, Searcher
 from rllib_caps.core.ray_internals import trial_group
 from rllib_caps.report.records import MEMBERS, TrialRecord, load_trials, member_name
 from rllib_caps.sweeps.options import SweepError, SweepOptions
-from rllib_caps.sweeps.packing import members_that_fit, packs, samples_per_population
+from rllib_caps.sweeps.packing import packs, samples_per_population, why_not_packed
 from rllib_caps.sweeps.resources import plan_resources
 from rllib_caps.sweeps.runner import check_experiment_dir, check_trials, run_experiment, setup_dict
 from rllib_caps.sweeps.trials import constrained_objective
@@ -219,17 +219,14 @@ def run_search(options: SweepOptions) -> Path:
                               cpus_per_trial=options.cpus_per_trial, gpus_per_trial=options.gpus_per_trial,
                               max_concurrent=options.max_concurrent)
 
-    fit = members_that_fit(options, cluster.get("CPU", 0))
-    if packs(options) and fit is not None and fit < len(options.seeds):
+    samples = (samples_per_population(options, resources_for(options.num_samples).concurrency, cluster.get("CPU", 0))
+               if packs(options) else 0)
+    if packs(options) and not samples:
         logger.warning("not packed: a sample's %d seeds with their own --eval-runners EnvRunners would need more "
                        "than the cluster's %g CPUs in one trial", len(options.seeds), cluster.get("CPU", 0))
     elif options.population_samples and not packs(options):
-        logger.warning("--population-samples %d: ignored, the search is not packed (--pack %s%s)",
-                       options.population_samples, options.pack,
-                       ": its trials train on CPUs" if options.pack == "auto" else "")
-    packing = packs(options) and (fit is None or fit >= len(options.seeds))
-    samples = (samples_per_population(options, resources_for(options.num_samples).concurrency, cluster.get("CPU", 0))
-               if packing else 0)
+        logger.warning("--population-samples %d: ignored, the search is not packed (%s)", options.population_samples,
+                       why_not_packed(options))
     packed = samples * len(options.seeds) > 1
     trials = math.ceil(options.num_samples / samples) if packed else options.num_samples * len(options.seeds)
     resources = resources_for(trials)
