@@ -223,3 +223,42 @@ def test_members_with_remote_evaluation_runners_evaluate_at_once_as_they_do_one_
     one_by_one = [algorithm.evaluate()["dsrl"]["mean"] for algorithm in trainable.algorithms]
     trainable.stop()
     assert at_once == one_by_one == [result[MEMBERS][name]["evaluation"]["dsrl"]["mean"] for name in ("seed3", "seed4")]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_an_evaluation_during_training_rolls_out_while_the_population_trains_on(ray_address: str,
+                                                                                monkeypatch: pytest.MonkeyPatch
+                                                                                ) -> None:
+    """With remote evaluation runners, the evaluation after iteration 2 of 4 (``eval_every``) is pipelined: the
+    population trains iteration 3 while the members' runners roll out, and iteration 3 reports it with the gradient
+    steps it evaluated. Its figures, and the weights at the end, are those of the same trial evaluating in place."""
+    from rllib_caps.sweeps.population_run import PopulationRun
+
+    options = SweepOptions(seeds=[3, 4], data_root=str(ROOT / "datasets"),
+                           training={**TINY_TRAINING, "steps": 80, "eval_every": 40, "eval_runners": 1})
+    setup = setup_dict(options, plan_resources(1, 2, 0, num_gpus=0, cpus_per_trial=1, gpus_per_trial=None,
+                                               max_concurrent=None))
+    (variant,) = packed_variants(grid_variants(options, options.task_specs()), options.seeds)
+
+    def run() -> tuple[list[dict], list[dict[str, torch.Tensor]]]:
+        trainable = trial_class()(config={"variant": variant, "setup": setup})
+        results = [trainable.train() for _ in range(4)]
+        weights = [algorithm.get_module().state_dict() for algorithm in trainable.algorithms]
+        trainable.stop()
+        return results, weights
+
+    def evaluations(result: dict) -> list[dict | None]:
+        return [result[MEMBERS][name].get("evaluation") for name in ("seed3", "seed4")]
+
+    pipelined, pipelined_weights = run()
+    assert [any(evaluations(r)) for r in pipelined] == [False, False, True, True] and pipelined[-1]["done"]
+    assert [e["gradient_steps"] for e in evaluations(pipelined[2])] == [40, 40]
+    monkeypatch.setattr(PopulationRun, "pipelines", lambda self, iteration: False)
+    in_place, in_place_weights = run()
+    assert [any(evaluations(r)) for r in in_place] == [False, True, False, True]
+    assert [e["dsrl"] for e in evaluations(pipelined[2])] == [e["dsrl"] for e in evaluations(in_place[1])]
+    assert [e["dsrl"] for e in evaluations(pipelined[3])] == [e["dsrl"] for e in evaluations(in_place[3])]
+    for mine, theirs in zip(pipelined_weights, in_place_weights, strict=True):
+        for name, value in theirs.items():
+            torch.testing.assert_close(mine[name], value, rtol=0, atol=0, msg=name)

@@ -1,6 +1,7 @@
 """Learning curves of a sweep's trials, read from their ``result.json`` (one result per training iteration):
 the training losses (the learner results' ``*_loss`` but ``total_loss``, their sum) and, where the trial evaluated
-during training (``--eval-every``), the normalised reward and cost, all against ``gradient_steps``.
+during training (``--eval-every``), the normalised reward and cost, all against ``gradient_steps`` (an evaluation's
+own, where it has one: a population's evaluation during training is reported with the iteration after it).
 
 Curves are grouped per task and line (the report's column, and κ for an algorithm trained once per κ), one curve
 per seed; ``seed_mean`` averages a line's seeds. Results without ``gradient_steps`` (sweeps before it) give no
@@ -66,9 +67,11 @@ def trial_curve(results: Sequence[Mapping[str, Any]], seed: int) -> Curve | None
         steps = int(result[GRADIENT_STEPS])
         for name, value in losses_of(result).items():
             losses[name].append((steps, value))
-        evaluation = result.get("evaluation", {}).get(RESULTS_KEY)
-        if evaluation is not None:
-            evaluations.append((steps, evaluation["mean"]["normalized_reward"], evaluation["mean"]["normalized_cost"]))
+        evaluation = result.get("evaluation", {})
+        if RESULTS_KEY in evaluation:  # a pipelined evaluation (a population's) names the steps it evaluated
+            mean = evaluation[RESULTS_KEY]["mean"]
+            evaluations.append((int(evaluation.get(GRADIENT_STEPS, steps)), mean["normalized_reward"],
+                                mean["normalized_cost"]))
     return Curve(seed=seed, losses={name: _series(points) for name, points in losses.items()},
                  reward=_series((s, r) for s, r, _ in evaluations), cost=_series((s, c) for s, _, c in evaluations))
 

@@ -260,8 +260,10 @@ def _define_trial_class() -> type:
             self._stop()
 
         def _stop(self) -> None:
-            for algorithm in self.algorithms:
-                algorithm.stop()
+            if self.population:
+                self.population.stop()
+            else:
+                self.algorithms[0].stop()
 
     SweepTrial.__module__, SweepTrial.__qualname__ = __name__, "SweepTrial"  # its Ray actor name, and for pickle
     return SweepTrial
