@@ -16,7 +16,7 @@ from rllib_caps.algorithms.registry import build_config
 from rllib_caps.bench import local_learner
 from rllib_caps.core.learner import STEPS_PER_CALL
 from rllib_caps.core.optim import adam
-from rllib_caps.core.torch_learner import all_finite
+from rllib_caps.core.torch_learner import all_finite, total_loss
 from rllib_caps.data import TransitionDataset
 
 BUNDLED = Path(__file__).resolve().parents[1] / "datasets" / "BallCircle"
@@ -142,3 +142,11 @@ def test_learners_of_one_dataset_share_one_copy_until_its_files_change(tmp_path:
 def _validated(config: Any) -> Any:
     config.validate()
     return config
+
+
+def test_the_total_loss_sums_the_terms_that_carry_a_gradient_and_refuses_none() -> None:
+    weight = torch.tensor(2.0, requires_grad=True)
+    terms = {"qr_loss": weight * 3, "actor_loss": weight * 4, "mean_qc": torch.tensor(100.0)}
+    assert total_loss(terms).item() == 14.0
+    with pytest.raises(ValueError, match="no loss term carries a gradient.*mean_qc"):
+        total_loss({"mean_qc": torch.tensor(1.0)})

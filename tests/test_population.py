@@ -40,6 +40,7 @@ MEMBERS = {  # algorithm, settings shared by the members, and each member's own 
                                                                             {"seed": 0, "cost_limit": 40}]),
     "bc-safe-per-kappa": ("bc-safe", {}, [{"seed": 0, "cost_limit": 10}, {"seed": 0, "cost_limit": 20},
                                           {"seed": 10, "cost_limit": 40}]),
+    "bc-all": ("bc-all", {}, [{"seed": 0}, {"seed": 10}]),
 }
 
 
@@ -113,3 +114,19 @@ def test_only_the_hyperparameters_the_members_differ_in_become_their_tensors() -
 def test_an_algorithm_whose_losses_have_side_effects_cannot_form_a_population() -> None:
     with pytest.raises(ValueError, match="BEARLTorchLearner computes its losses with side effects"):
         Population.of_learners([_learner("bearl", 0, cost_limit=20), _learner("bearl", 1, cost_limit=20)])
+
+
+def test_every_algorithm_that_sweeps_pack_is_shown_to_train_as_its_trials_alone() -> None:
+    """Sweeps pack every algorithm that forms populations (``packing.packable``), and an algorithm trained per κ
+    with members that differ in κ. Its losses then must take each member's κ (a member hyperparameter, as
+    COptiDICE's threshold, or the member's own data, as BC-Safe's), which only member-equals-alone shows: so each
+    has a case above, and one trained per κ a case whose members differ in κ."""
+    from rllib_caps.algorithms.registry import ALGORITHMS, trained_per_threshold
+    from rllib_caps.sweeps.packing import packable
+
+    cases = {algo for algo, _, _ in MEMBERS.values()}
+    kappa_cases = {algo for algo, _, own in MEMBERS.values() if len({m.get("cost_limit") for m in own}) > 1}
+    packed = [name for name in ALGORITHMS if packable(name)]
+    assert {"caps", "bc-safe", "coptidice"} <= set(packed)
+    assert [name for name in packed if name not in cases] == []
+    assert [name for name in packed if trained_per_threshold(ALGORITHMS[name]) and name not in kappa_cases] == []

@@ -48,7 +48,10 @@ def all_finite(tensors: list[torch.Tensor]) -> bool:
 
 def total_loss(terms: Mapping[str, torch.Tensor]) -> torch.Tensor:
     """The sum of the loss terms that carry a gradient; the detached ones are metrics, logged beside them."""
-    return sum(term for term in terms.values() if term.requires_grad)
+    trained = [term for term in terms.values() if term.requires_grad]
+    if not trained:
+        raise ValueError(f"no loss term carries a gradient (terms: {', '.join(terms)})")
+    return sum(trained[1:], trained[0])
 
 
 class OfflineSafeTorchLearner(UpdateStepHook, TorchLearner, OfflineSafeLearner):
