@@ -227,7 +227,7 @@ def test_members_with_remote_evaluation_runners_evaluate_at_once_as_they_do_one_
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_an_evaluation_during_training_rolls_out_while_the_population_trains_on(ray_address: str,
+def test_an_evaluation_during_training_rolls_out_while_the_population_trains_on(ray_address: str, tmp_path: Path,
                                                                                 monkeypatch: pytest.MonkeyPatch
                                                                                 ) -> None:
     """With remote evaluation runners, the evaluation after iteration 2 of 4 (``eval_every``) is pipelined: the
@@ -243,7 +243,9 @@ def test_an_evaluation_during_training_rolls_out_while_the_population_trains_on(
 
     def run() -> tuple[list[dict], list[dict[str, torch.Tensor]]]:
         trainable = trial_class()(config={"variant": variant, "setup": setup})
-        results = [trainable.train() for _ in range(4)]
+        results = [trainable.train() for _ in range(2)]
+        trainable.save(str(tmp_path / "checkpoint"))  # Tune may checkpoint while an evaluation is in flight
+        results += [trainable.train() for _ in range(2)]
         weights = [algorithm.get_module().state_dict() for algorithm in trainable.algorithms]
         trainable.stop()
         return results, weights

@@ -117,7 +117,11 @@ class PopulationRun:
             result[EVALUATION_RESULTS] = {**evaluation, GRADIENT_STEPS: steps}
 
     def save(self, directory: str | Path) -> None:
-        """Each member's ordinary checkpoint, ``directory/members/<name>/``, with its optimiser state."""
+        """Each member's ordinary checkpoint, ``directory/members/<name>/``, with its optimiser state. An evaluation
+        in flight ends first (a member's state includes its metrics, which the evaluation logs into); it is still
+        reported with the next iteration."""
+        if self._in_flight is not None:
+            wait(self._in_flight[1])
         self.population.save_optimizer_states(self.learners)
         for name, algorithm in zip(self.names, self.algorithms, strict=True):
             algorithm.save_to_path(Path(directory) / MEMBERS / name)
