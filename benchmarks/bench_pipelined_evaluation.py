@@ -1,7 +1,7 @@
 """What pipelining a population's evaluations during training saves: a packed CAPS(IQL) trial on BallCircle (two
 seeds, hidden 64, batch 256, 1,200 gradient steps in 6 iterations, evaluations at steps 400, 800 and 1,200 with one
 remote evaluation EnvRunner per member), timed with its evaluations pipelined (the default) and evaluated in place,
-interleaved, on a local Ray cluster of this machine's CPUs (at most 2).
+interleaved, on a local Ray cluster of 2 CPUs.
 
     python benchmarks/bench_pipelined_evaluation.py --repetitions 2
 """
@@ -32,16 +32,15 @@ def seconds_to_train(trial: dict, pipelined: bool) -> float:
     pipelines = PopulationRun.pipelines
     if not pipelined:
         PopulationRun.pipelines = lambda self, iteration: False
+    trainable = trial_class()(config=trial)
     try:
-        trainable = trial_class()(config=trial)
         begin = time.perf_counter()
         while not trainable.train()["done"]:
             pass
-        seconds = time.perf_counter() - begin
-        trainable.stop()
+        return time.perf_counter() - begin
     finally:
+        trainable.stop()
         PopulationRun.pipelines = pipelines
-    return seconds
 
 
 def main() -> None:

@@ -44,6 +44,16 @@ def test_a_trial_curve_has_its_losses_and_evaluations_against_gradient_steps() -
     assert trial_curve([{"training_iteration": 1, "normalized_reward": math.nan}], 0) is None  # older sweeps
 
 
+def test_an_evaluation_that_ran_beside_a_later_iteration_is_placed_at_the_steps_it_evaluated() -> None:
+    """A population reports an evaluation during training with the iteration after it, marked with its own
+    ``gradient_steps`` (``PopulationRun``): the curve puts it there, not at the reporting iteration's steps."""
+    pipelined = _result(3)
+    pipelined["evaluation"] = {"dsrl": _evaluation(0.2, 1.5), "gradient_steps": 60}
+    results = [_result(1), _result(2), pipelined, _result(4, evaluation=_evaluation(0.4, 0.8))]
+    curve = trial_curve(results, seed=0)
+    assert (curve.reward, curve.cost) == (((60, 120), (0.2, 0.4)), ((60, 120), (1.5, 0.8)))
+
+
 def test_the_seed_mean_is_taken_where_every_seed_has_a_value() -> None:
     steps, means = seed_mean([((10, 20, 30), (1.0, 2.0, 3.0)), ((10, 20), (3.0, math.nan))])
     assert (steps, means) == ((10, 20), (2.0, 2.0))  # 30: one seed only; NaN left out of the mean

@@ -230,9 +230,13 @@ def test_members_with_remote_evaluation_runners_evaluate_at_once_as_they_do_one_
 def test_an_evaluation_during_training_rolls_out_while_the_population_trains_on(ray_address: str, tmp_path: Path,
                                                                                 monkeypatch: pytest.MonkeyPatch
                                                                                 ) -> None:
-    """With remote evaluation runners, the evaluation after iteration 2 of 4 (``eval_every``) is pipelined: the
-    population trains iteration 3 while the members' runners roll out, and iteration 3 reports it with the gradient
-    steps it evaluated. Its figures, and the weights at the end, are those of the same trial evaluating in place."""
+    """With remote evaluation runners, the evaluation after iteration 2 of 4 (``eval_every``) is pipelined: it is
+    due after iteration 2 (a checkpoint taken then records it), and iteration 3 trains while the members' runners
+    roll out and reports it with the gradient steps it evaluated. Its figures, and the weights at the end, are
+    those of the same trial evaluating in place, and of the trial resumed from that checkpoint."""
+    import time
+
+    from rllib_caps.core.population import Population
     from rllib_caps.sweeps.population_run import PopulationRun
 
     options = SweepOptions(seeds=[3, 4], data_root=str(ROOT / "datasets"),
@@ -240,12 +244,38 @@ def test_an_evaluation_during_training_rolls_out_while_the_population_trains_on(
     setup = setup_dict(options, plan_resources(1, 2, 0, num_gpus=0, cpus_per_trial=1, gpus_per_trial=None,
                                                max_concurrent=None))
     (variant,) = packed_variants(grid_variants(options, options.task_specs()), options.seeds)
+    training_starts, evaluations_timed = [], []  # monotonic times: each population call; each member evaluation
+    population_call = Population.__call__
 
-    def run() -> tuple[list[dict], list[dict[str, torch.Tensor]]]:
+    def timed_call(self, n: int):
+        training_starts.append(time.monotonic())
+        return population_call(self, n)
+
+    def timed(evaluate):
+        def evaluate_timed():
+            begin = time.monotonic()
+            evaluation = evaluate()
+            evaluations_timed.append((begin, time.monotonic()))
+            return evaluation
+        return evaluate_timed
+
+    monkeypatch.setattr(Population, "__call__", timed_call)
+
+    checkpoint = str(tmp_path / "checkpoint")
+
+    def run(iterations: int, restore: bool = False) -> tuple[list[dict], list[dict[str, torch.Tensor]]]:
+        training_starts.clear()
+        evaluations_timed.clear()
         trainable = trial_class()(config={"variant": variant, "setup": setup})
-        results = [trainable.train() for _ in range(2)]
-        trainable.save(str(tmp_path / "checkpoint"))  # Tune may checkpoint while an evaluation is in flight
-        results += [trainable.train() for _ in range(2)]
+        for algorithm in trainable.algorithms:
+            algorithm.evaluate = timed(algorithm.evaluate)
+        if restore:
+            trainable.restore(checkpoint)
+        results = []
+        for _ in range(iterations):
+            results.append(trainable.train())
+            if not restore and len(results) == 2:
+                trainable.save(checkpoint)  # after iteration 2, whose evaluation is due (or done, in place)
         weights = [algorithm.get_module().state_dict() for algorithm in trainable.algorithms]
         trainable.stop()
         return results, weights
@@ -253,14 +283,24 @@ def test_an_evaluation_during_training_rolls_out_while_the_population_trains_on(
     def evaluations(result: dict) -> list[dict | None]:
         return [result[MEMBERS][name].get("evaluation") for name in ("seed3", "seed4")]
 
-    pipelined, pipelined_weights = run()
+    def assert_same_weights(mine: list[dict], theirs: list[dict]) -> None:
+        for member, other in zip(mine, theirs, strict=True):
+            for name, value in other.items():
+                torch.testing.assert_close(member[name], value, rtol=0, atol=0, msg=name)
+
+    pipelined, pipelined_weights = run(4)
     assert [any(evaluations(r)) for r in pipelined] == [False, False, True, True] and pipelined[-1]["done"]
     assert [e["gradient_steps"] for e in evaluations(pipelined[2])] == [40, 40]
+    assert all(begin < training_starts[2] < end for begin, end in evaluations_timed[:2])  # beside iteration 3
+
+    resumed, resumed_weights = run(2, restore=True)
+    assert [e["dsrl"] for e in evaluations(resumed[0])] == [e["dsrl"] for e in evaluations(pipelined[2])]
+    assert_same_weights(resumed_weights, pipelined_weights)
+
     monkeypatch.setattr(PopulationRun, "pipelines", lambda self, iteration: False)
-    in_place, in_place_weights = run()
+    in_place, in_place_weights = run(4)
     assert [any(evaluations(r)) for r in in_place] == [False, True, False, True]
+    assert all(end < training_starts[2] for _, end in evaluations_timed[:2])
     assert [e["dsrl"] for e in evaluations(pipelined[2])] == [e["dsrl"] for e in evaluations(in_place[1])]
     assert [e["dsrl"] for e in evaluations(pipelined[3])] == [e["dsrl"] for e in evaluations(in_place[3])]
-    for mine, theirs in zip(pipelined_weights, in_place_weights, strict=True):
-        for name, value in theirs.items():
-            torch.testing.assert_close(mine[name], value, rtol=0, atol=0, msg=name)
+    assert_same_weights(pipelined_weights, in_place_weights)

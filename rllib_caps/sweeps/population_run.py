@@ -6,14 +6,16 @@ its κ), with a local learner whose module holds views into the population's sta
 (``Algorithm.evaluate``, which syncs the module's current weights to its evaluation EnvRunners), its checkpoint
 (``save_to_path``) and its policy read the member's own weights. Only the gradient steps are shared.
 
-With remote evaluation EnvRunners, an evaluation during training (``evaluation_every``) is pipelined: once every
-member's weights are on its runners, the population trains the next iteration while the runners roll out on their
-CPU workers, and the evaluation is reported with that next iteration, marked with the ``gradient_steps`` of the
-weights it evaluated. It evaluates exactly those weights, so its figures are the ones a blocking evaluation gives.
+With remote evaluation EnvRunners, an evaluation during training (``evaluation_every``) is pipelined: it is due
+after its iteration, starts as the next iteration begins (after any checkpoint Tune takes in between, from the
+same weights), and once every member's weights have been sent to its runners the population trains that iteration
+while the runners roll out on their CPU workers. That iteration reports it, marked with the ``gradient_steps`` of
+the weights it evaluated; it evaluates exactly those weights, so its figures are those of an evaluation in place.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -29,12 +31,16 @@ from rllib_caps.core.offline import evaluates_at
 from rllib_caps.core.population import Population
 from rllib_caps.core.ray_internals import local_learner
 from rllib_caps.report.records import MEMBERS
+from rllib_caps.utils.atomic import atomic_file
+
+DUE_EVALUATION_FILE = "due_evaluation.json"  # in a population's checkpoint: the evaluation its next iteration runs
 
 
 class WeightsSent(RLlibCallback):
-    """Set when ``Algorithm.evaluate`` has sent the learner's weights to its evaluation EnvRunners: RLlib calls
-    ``on_evaluate_start`` right after that sync (and CAPS calibrates its cost critic before it), so from then on
-    the learner may train while the runners roll out."""
+    """Set when ``Algorithm.evaluate`` has read the learner's weights and sent them to its evaluation EnvRunners:
+    RLlib calls ``on_evaluate_start`` right after that sync (and CAPS calibrates its cost critic before it). Ray
+    runs one caller's calls to an actor in order, so the rollouts that follow act with those weights, and the
+    learner may train on meanwhile."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -53,29 +59,31 @@ class PopulationRun:
         self.config = self.algorithms[0].config
         self.population = Population.of_learners(self.learners, captured=self.learners[0].captures_steps)
         self.remote_evaluation = bool(self.config.evaluation_num_env_runners)
-        self._sent = [WeightsSent() for _ in self.algorithms]
-        for algorithm, sent in zip(self.algorithms, self._sent, strict=True):
-            algorithm.callbacks.append(sent)  # the new API stack's list of RLlibCallback objects
-        self._pool = ThreadPoolExecutor(len(self.algorithms), thread_name_prefix="member-evaluation")
-        self._in_flight: tuple[int, list[Future]] | None = None  # a pipelined evaluation: its gradient steps, futures
+        self.due_evaluation: int | None = None  # gradient steps of the weights the next iteration evaluates
+        if self.remote_evaluation:
+            self._sent = [WeightsSent() for _ in self.algorithms]
+            for algorithm, sent in zip(self.algorithms, self._sent, strict=True):
+                algorithm.callbacks.append(sent)  # the new API stack's list of RLlibCallback objects
+            self._pool = ThreadPoolExecutor(len(self.algorithms), thread_name_prefix="member-evaluation")
 
     def train(self, iteration: int) -> list[dict[str, Any]]:
-        """Training iteration ``iteration`` (1-based) of every member: ``updates_per_iteration`` population steps,
-        then each member's evaluation where its config asks for one (as ``OfflineSafeAlgorithm.step`` does),
-        pipelined into the next iteration where that iteration does not evaluate itself (``pipelines``). One result
-        per member: its loss terms (as a learner reports them) and the evaluation that ended in this iteration."""
-        steps = iteration * self.config.updates_per_iteration
+        """Training iteration ``iteration`` (1-based) of every member: ``updates_per_iteration`` population steps
+        (beside the rollouts of an evaluation due from the iteration before), then each member's evaluation where
+        its config asks for one (as ``OfflineSafeAlgorithm.step`` does), or its due date where it pipelines
+        (``pipelines``). One result per member: its loss terms (as a learner reports them) and the evaluation that
+        ran in this iteration."""
+        rollouts = self._start_evaluation() if self.due_evaluation is not None else None
         losses = self.population(self.config.updates_per_iteration)
         values = {name: term.float().cpu().tolist() for name, term in losses.items()}  # one device read
         results = [{LEARNER_RESULTS: {DEFAULT_MODULE_ID: {name: member[i] for name, member in values.items()}}}
                    for i in range(len(self.algorithms))]
-        if self._in_flight is not None:
-            steps_evaluated, futures = self._in_flight
-            self._attach(results, steps_evaluated, [future.result() for future in futures])
-            self._in_flight = None
+        if rollouts is not None:
+            self._attach(results, self.due_evaluation, [future.result() for future in rollouts])
+            self.due_evaluation = None
         if evaluates_at(iteration, self.config):
+            steps = iteration * self.config.updates_per_iteration
             if self.pipelines(iteration):
-                self._in_flight = steps, self._start_evaluation()
+                self.due_evaluation = steps
             else:
                 self._attach(results, steps, self.evaluate())
         return results
@@ -99,14 +107,16 @@ class PopulationRun:
 
     def _start_evaluation(self) -> list[Future]:
         """Every member's evaluation on its remote runners, started in the background; returns once each member's
-        weights are on its runners, after which training may go on."""
+        weights have been sent to its runners (``WeightsSent``), after which training may go on."""
         for sent in self._sent:
             sent.event.clear()
         futures = [self._pool.submit(algorithm.evaluate) for algorithm in self.algorithms]
         for future, sent in zip(futures, self._sent, strict=True):
             while not sent.event.wait(timeout=0.05):
-                if future.done():  # it ended before sending the weights: its error is raised here
-                    future.result()
+                if future.done():  # it ended before sending the weights: raise its error once all have ended
+                    if future.exception() is not None:
+                        wait(futures)
+                        future.result()
                     break
         return futures
 
@@ -117,26 +127,27 @@ class PopulationRun:
             result[EVALUATION_RESULTS] = {**evaluation, GRADIENT_STEPS: steps}
 
     def save(self, directory: str | Path) -> None:
-        """Each member's ordinary checkpoint, ``directory/members/<name>/``, with its optimiser state. An evaluation
-        in flight ends first (a member's state includes its metrics, which the evaluation logs into); it is still
-        reported with the next iteration."""
-        if self._in_flight is not None:
-            wait(self._in_flight[1])
+        """Each member's ordinary checkpoint, ``directory/members/<name>/``, with its optimiser state, and the
+        evaluation due (``DUE_EVALUATION_FILE``): the weights saved are the ones it evaluates."""
         self.population.save_optimizer_states(self.learners)
         for name, algorithm in zip(self.names, self.algorithms, strict=True):
             algorithm.save_to_path(Path(directory) / MEMBERS / name)
+        if self.due_evaluation is not None:
+            with atomic_file(Path(directory) / DUE_EVALUATION_FILE) as tmp:
+                tmp.write_text(json.dumps({GRADIENT_STEPS: self.due_evaluation}))
 
     def restore(self, directory: str | Path) -> None:
         """The members restored from ``save``'s checkpoints: their weights (in place, into the population's
-        stacks), minibatch generators and optimiser states."""
+        stacks), minibatch generators and optimiser states, and the evaluation due."""
         for name, algorithm in zip(self.names, self.algorithms, strict=True):
             algorithm.restore_from_path(Path(directory) / MEMBERS / name)
         self.population.load_optimizer_states(self.learners)
+        due = Path(directory) / DUE_EVALUATION_FILE
+        self.due_evaluation = json.loads(due.read_text())[GRADIENT_STEPS] if due.exists() else None
 
     def stop(self) -> None:
-        """Waits for an evaluation in flight (its runners are about to stop), then stops every member."""
-        if self._in_flight is not None:
-            wait(self._in_flight[1])
-        self._pool.shutdown()
+        """Stops every member (an evaluation never outlives the iteration that runs it)."""
+        if self.remote_evaluation:
+            self._pool.shutdown()
         for algorithm in self.algorithms:
             algorithm.stop()

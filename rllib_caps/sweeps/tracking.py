@@ -4,7 +4,8 @@
 Each logs one run per trial, named as the trial, with the trial's Tune config (its ``variant``, seed and the
 sweep's shared ``setup``) as the run's config or params and every numeric result of every iteration as metrics:
 the training losses (``learners/default_policy/*_loss``), ``gradient_steps``, and the per-κ evaluation
-(``evaluation/dsrl/thresholds/<κ>/...``) of the last iteration and of every ``--eval-every``. The sweep's name
+(``evaluation/dsrl/thresholds/<κ>/...``) of the last iteration and of every ``--eval-every`` (a population logs an
+evaluation during training at the iteration that ran beside it, with its own ``gradient_steps``). The sweep's name
 groups the runs: the W&B group, the MLflow experiment.
 
 W&B runs are written into the experiment directory, ``STORAGE/NAME/wandb/offline-run-<time>-<trial id>/`` (the

@@ -121,7 +121,7 @@ def trial_config(trial: Mapping[str, Any]) -> Any:
     runners = int(canonical_settings(settings).get("evaluation_num_env_runners") or 0)
     config = build_config(entry.name, task.name, dataset_dir(setup["data_root"], task),
                           seed=trial_seed(trial), num_gpus_per_learner=res["gpus"], **settings)
-    main_cpus = res["cpus"] / 2 if runners else res["cpus"]  # evaluation runs after training: they share
+    main_cpus = res["cpus"] / 2 if runners else res["cpus"]  # half for the learner, half for evaluation
     return (config.learners(num_cpus_per_learner=main_cpus)
             .resources(num_cpus_for_main_process=main_cpus)
             .env_runners(num_cpus_per_env_runner=res["cpus"] / 2 / max(runners, 1)))
