@@ -30,6 +30,8 @@ if part profile; then
         | tee "$OUT/profile.txt"
     python3 benchmarks/gpu/profile_step.py --precision high --json "$OUT/profile_h512_tf32.json" 2>&1 \
         | grep -v WARNING | tee -a "$OUT/profile.txt"
+    python3 benchmarks/gpu/profile_step.py --precision high --population 32 --steps 32 \
+        --json "$OUT/profile_population32_tf32.json" 2>&1 | grep -v WARNING | tee -a "$OUT/profile.txt"
 fi
 if part bench; then
     for size in "512 512" "256 256"; do

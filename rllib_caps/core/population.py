@@ -82,6 +82,8 @@ class Population:
     ``samplers`` draw each member's minibatches; ``loss(module, batch, hyperparameters)`` returns one member's loss
     terms, ``hyperparameters`` being the member's rows of ``hyperparameters`` (each stacked ``(P, ...)``: e.g. the
     β and λ_k of an Optuna search's samples);
+    ``compiled`` runs the vmapped forward pass and losses (and their backward pass) as ``torch.compile``d programs,
+    whose fused kernels read and write the ``(P, B, hidden)`` activations far fewer times than the eager ops;
     ``optimizer_groups`` maps an optimiser's name to (member 0's parameters it steps, learning rate), as the
     algorithm's learner registers them; ``target_pairs`` names each (online, target) submodule pair, whose targets
     take a Polyak step with ``tau`` after every gradient step.
@@ -90,7 +92,8 @@ class Population:
     def __init__(self, members: Sequence[nn.Module], samplers: Sequence[Sampler], loss: MemberLoss, *,
                  optimizer_groups: Mapping[str, tuple[Sequence[nn.Parameter], float]], tau: float,
                  target_pairs: Sequence[tuple[str, str]], generators: Sequence[torch.Generator] = (),
-                 hyperparameters: Mapping[str, torch.Tensor] | None = None, captured: bool = False) -> None:
+                 hyperparameters: Mapping[str, torch.Tensor] | None = None, captured: bool = False,
+                 compiled: bool = False) -> None:
         if len(members) != len(samplers) or not members:
             raise ValueError(f"a population needs one sampler per member, got {len(members)} members and "
                              f"{len(samplers)} samplers")
@@ -115,6 +118,8 @@ class Population:
                 step, ({f"module.{n}": p for n, p in params.items()}, {f"module.{n}": b for n, b in buffers.items()}),
                 (batch, hyperparameters)),
             randomness="error")  # every random draw comes from the members' samplers, none from torch's global one
+        if compiled:  # one fused program for the vmapped forward pass and losses, and one for their backward pass
+            self._losses = torch.compile(self._losses, fullgraph=True, dynamic=False)
 
     @classmethod
     def of_learners(cls, learners: Sequence[Any], captured: bool = False) -> Population:
@@ -123,7 +128,8 @@ class Population:
         λ_k, the config's ``member_hyperparameters``, which its losses take as the member's own tensors). The first
         learner gives the losses (``member_losses``), the optimiser groups and τ; the others may differ from it in
         those settings alone. ``captured`` (CUDA) replays the population's step as a CUDA graph
-        (``rllib_caps.core.captured_step``)."""
+        (``rllib_caps.core.captured_step``); the config's ``torch_compile_learner`` compiles its losses
+        (``compiled``)."""
         first = learners[0]
         if not forms_populations(type(first)):
             raise ValueError(f"{type(first).__name__} computes its losses with side effects (no member_losses): it "
@@ -153,7 +159,8 @@ class Population:
                                  for online, target in (modules[0].get_target_network_pairs()
                                                         if isinstance(modules[0], TargetNetworkAPI) else ())],
                    generators=[learner._generator for learner in learners],
-                   hyperparameters=member_hyperparameters(configs, first.device), captured=captured)
+                   hyperparameters=member_hyperparameters(configs, first.device), captured=captured,
+                   compiled=bool(config.torch_compile_learner))
 
     def save_optimizer_states(self, learners: Sequence[Any]) -> None:
         """Writes each member's slice of the population's Adam states into its own learner's optimisers (the

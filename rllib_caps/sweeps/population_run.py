@@ -112,12 +112,11 @@ class PopulationRun:
             sent.event.clear()
         futures = [self._pool.submit(algorithm.evaluate) for algorithm in self.algorithms]
         for future, sent in zip(futures, self._sent, strict=True):
-            while not sent.event.wait(timeout=0.05):
-                if future.done():  # it ended before sending the weights: raise its error once all have ended
-                    if future.exception() is not None:
-                        wait(futures)
-                        future.result()
-                    break
+            future.add_done_callback(lambda _, event=sent.event: event.set())  # also wakes if it ends before
+            sent.event.wait()
+            if future.done() and future.exception() is not None:  # raised once every member's has ended
+                wait(futures)
+                future.result()
         return futures
 
     @staticmethod
