@@ -36,7 +36,7 @@ import yaml
 
 from rllib_caps.algorithms.registry import ALGORITHMS, DEFAULT_ALGORITHM
 from rllib_caps.core import ray_internals
-from rllib_caps.core.offline import MATMUL_PRECISIONS
+from rllib_caps.core.precision import MATMUL_PRECISIONS
 from rllib_caps.data import schema
 
 
@@ -168,10 +168,10 @@ def run_populations(args: argparse.Namespace, data: Path) -> list[dict[str, Any]
 
     hidden, heads, precision = args.hidden[0], args.heads[0], args.precision[0]
 
-    def learner(seed: int) -> Any:
+    def learner(seed: int, compiled: bool = False) -> Any:
         config = build_config(args.algo, "BallCircle", data, steps=args.steps, heads=heads, hidden=[hidden] * 2,
                               batch_size=args.batch, eval_episodes=0, seed=seed, backbone=args.backbone,
-                              fused_critics=args.fused_critics, matmul_precision=precision,
+                              fused_critics=args.fused_critics, matmul_precision=precision, compile=compiled,
                               num_gpus_per_learner=1 if args.device == "cuda" else 0)
         if args.search_members:  # each member its own sample: every member hyperparameter scaled by 1 + seed/8
             config.training(**{name: np.multiply(value, 1 + seed / 8).tolist()
@@ -182,7 +182,7 @@ def run_populations(args: argparse.Namespace, data: Path) -> list[dict[str, Any]
     rows = []
     for size in args.population:
         before = gpu_memory_mib(args.device)
-        learners = [learner(seed) for seed in range(size)]
+        learners = [learner(seed, args.compile) for seed in range(size)]
         datasets_mib = distinct_mib(t for one in learners for t in one.dataset.tensors.values())
         population = Population.of_learners(learners, captured=args.device == "cuda")
         del learners
@@ -202,7 +202,7 @@ def run_populations(args: argparse.Namespace, data: Path) -> list[dict[str, Any]
                                                               args.clock))
         m = {name: statistics.median(v) for name, v in speeds.items()}
         rows.append({"population": size, "hidden": hidden, "heads": heads, "batch": args.batch,
-                     "precision": precision, "fused_critics": args.fused_critics,
+                     "precision": precision, "fused_critics": args.fused_critics, "compiled": args.compile,
                      "search_members": args.search_members,
                      **{f"{name}_{stat}": f(v) for name, v in speeds.items()
                         for stat, f in (("min", min), ("median", statistics.median), ("max", max))},
@@ -215,15 +215,15 @@ def run_populations(args: argparse.Namespace, data: Path) -> list[dict[str, Any]
 
 
 def print_populations(rows: list[dict[str, Any]]) -> None:
-    print("| P | hidden | K | batch | critics | members differ in | population member-steps/s "
+    print("| P | hidden | K | batch | precision | critics | losses | members differ in | population member-steps/s "
           "| separate learners member-steps/s "
           "| population ÷ separate | population MiB | P separate MiB | datasets MiB |")
-    print("|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---|---|---|---|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         cells = [f"{r[f'{n}_median']:.1f} [{r[f'{n}_min']:.0f}-{r[f'{n}_max']:.0f}]" for n in ("population",
                                                                                              "separate")]
-        print(f"| {r['population']} | {r['hidden']} | {r['heads']} | {r['batch']} | "
-              f"{'fused' if r['fused_critics'] else 'separate'} | "
+        print(f"| {r['population']} | {r['hidden']} | {r['heads']} | {r['batch']} | {r['precision']} | "
+              f"{'fused' if r['fused_critics'] else 'separate'} | {'compiled' if r['compiled'] else 'eager'} | "
               f"{'seed, hyperparameters' if r['search_members'] else 'seed'} | " + " | ".join(cells)
               + f" | {r['ratio_population_separate']:.2f} | {r['population_memory_mib']:.0f} "
               f"| {r['separate_memory_mib']:.0f} | {r['datasets_mib']:.1f} |")
@@ -362,12 +362,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                    help="cpu, or cuda (adds the RLlib learner with its step captured as a CUDA graph)")
     p.add_argument("--precision", choices=MATMUL_PRECISIONS, nargs="+", default=["highest"],
-                   help="float32 matmul precision on CUDA: highest (IEEE fp32) and/or high (TF32); default highest")
+                   help="matrix products on CUDA: highest (IEEE fp32), high (TF32) and/or bf16 (bf16 autocast); "
+                        "default highest")
     p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                    help="time steps by the wall clock, or by this process's CPU time (--device cpu with --threads 1: "
                         "robust on a shared machine, where waiting for a core would count as wall time)")
     p.add_argument("--compile", action="store_true",
-                   help="torch.compile the forward pass and losses of both loops (RLlib's torch_compile_learner)")
+                   help="torch.compile the forward pass and losses of both loops (RLlib's torch_compile_learner); "
+                        "with --population, the population's vmapped losses (separate learners stay uncompiled)")
     p.add_argument("--fused-critics", action="store_true",
                    help="with --population: CAPS's critic pairs as one ensemble each (fused_critics) [separate MLPs]")
     p.add_argument("--search-members", action="store_true",

@@ -38,7 +38,7 @@ def test_population_rows_compare_a_population_with_separate_learners(capsys: pyt
     assert rows[0]["datasets_mib"] == rows[1]["datasets_mib"] > 0  # the members hold one copy of the dataset
     assert main(["--population", "2", "--fused-critics", "--hidden", "16", "--heads", "2", "--batch", "8",
                  "--steps", "2", "--repetitions", "1", "--warmup", "1"]) == 0
-    assert "| 2 | 16 | 2 | 8 | fused | seed |" in capsys.readouterr().out
+    assert "| 2 | 16 | 2 | 8 | highest | fused | eager | seed |" in capsys.readouterr().out
     assert main(["--population", "2", "--search-members", "--hidden", "16", "--heads", "3", "--batch", "8",
                  "--steps", "2", "--repetitions", "1", "--warmup", "1", "--json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)["rows"]

@@ -11,7 +11,7 @@ import torch
 from rllib_caps.algorithms.caps.keys import QC_PREDS, QR_TWIN_PREDS, VC_PREDS, VR_PREDS_NEXT
 from rllib_caps.algorithms.caps.losses import caps_iql_losses
 from rllib_caps.algorithms.registry import build_config
-from rllib_caps.core.nets import EnsembleLinear, MLPPair, TwinQ
+from rllib_caps.core.nets import EnsembleLinear, MLPPair, OutputLinear, TwinQ
 from rllib_caps.data import TransitionDataset
 
 BUNDLED = Path(__file__).resolve().parents[1] / "datasets" / "BallCircle"
@@ -84,3 +84,32 @@ def test_fused_caps_module_matches_unfused_module_under_the_same_weights() -> No
     losses = {fused: caps_iql_losses(out, batch, settings) for fused, out in outs.items()}
     for name, value in losses[False].items():
         torch.testing.assert_close(losses[True][name], value, rtol=1e-5, atol=1e-6, msg=name)
+
+
+@pytest.mark.parametrize("fused", [False, True], ids=["separate", "fused"])
+def test_under_bf16_autocast_hidden_layers_compute_in_bf16_and_outputs_in_float32(fused: bool) -> None:
+    """``matmul_precision="bf16"`` (``rllib_caps.core.precision``): a critic's hidden layers run in bf16, its output
+    layer (``OutputLinear``, or the ensemble's last ``EnsembleLinear``) in float32 on bf16-rounded features; without
+    autocast the networks are unchanged. CPU autocast stands in for CUDA's here."""
+    torch.manual_seed(0)
+    twin = TwinQ(obs_dim=5, act_dim=2, hidden=[16, 8], fused=fused)
+    obs, actions = torch.randn(7, 5), torch.randn(7, 2)
+    exact = twin(obs, actions)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        mixed = twin(obs, actions)
+    for e, m in zip(exact, mixed, strict=True):
+        assert m.dtype == torch.float32 and e.dtype == torch.float32
+        assert not torch.equal(m, e)  # the hidden layers' bf16 rounding shows
+        torch.testing.assert_close(m, e, rtol=0.05, atol=0.05)
+    assert torch.is_autocast_enabled("cpu") is False
+
+
+def test_output_linear_is_nn_linear_without_autocast() -> None:
+    torch.manual_seed(0)
+    layer = OutputLinear(4, 3)
+    plain = torch.nn.Linear(4, 3)
+    plain.load_state_dict(layer.state_dict())  # the same parameters and state-dict keys
+    x = torch.randn(6, 4)
+    assert torch.equal(layer(x), plain(x))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert plain(x).dtype == torch.bfloat16 and layer(x).dtype == torch.float32

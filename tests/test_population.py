@@ -44,9 +44,10 @@ MEMBERS = {  # algorithm, settings shared by the members, and each member's own 
 }
 
 
-def _train_both(case: str, device: str = "cpu", captured: bool = False) -> tuple[Population, list]:
+def _train_both(case: str, device: str = "cpu", captured: bool = False, compiled: bool = False
+                ) -> tuple[Population, list]:
     algo, shared, members = MEMBERS[case]
-    packed = [_learner(algo, device=device, **shared, **own) for own in members]
+    packed = [_learner(algo, device=device, compile=compiled, **shared, **own) for own in members]
     alone = [_learner(algo, device=device, **shared, **own) for own in members]
     for a, b in zip(alone, packed, strict=True):  # the same start, targets included
         a.module["default_policy"].load_state_dict(b.module["default_policy"].state_dict())
@@ -77,6 +78,21 @@ def test_member_i_trains_as_trial_i_alone_step_for_step(case: str) -> None:
 @pytest.mark.parametrize("case", list(MEMBERS))
 def test_member_i_trains_as_trial_i_alone_on_cuda(case: str, captured: bool) -> None:
     _assert_members_equal_trials_alone(*_train_both(case, device="cuda", captured=captured))
+
+
+@pytest.mark.slow
+def test_a_compiled_population_trains_as_its_members_alone() -> None:
+    """``torch_compile_learner``: the population's vmapped losses run as compiled programs (inductor, fused
+    kernels), and member i still trains as trial i does alone (eager, uncompiled)."""
+    population, alone = _train_both("caps-iql", compiled=True)
+    assert population.compiled
+    _assert_members_equal_trials_alone(population, alone)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("case", ["caps-iql", "caps-sacbc"])
+def test_a_compiled_captured_population_trains_as_its_members_alone_on_cuda(case: str) -> None:
+    _assert_members_equal_trials_alone(*_train_both(case, device="cuda", captured=True, compiled=True))
 
 
 def test_members_are_views_of_the_stacks_and_act_as_ordinary_modules() -> None:

@@ -24,7 +24,7 @@ from ray.rllib.utils.typing import ResultDict
 
 from rllib_caps.core.losses import polyak_update
 from rllib_caps.core.ray_internals import learner_index, update_learner
-from rllib_caps.data import TransitionDataset
+from rllib_caps.data import MinibatchDraw, TransitionDataset
 
 STEPS_PER_CALL = 64  # gradient steps per Learner.update call (the stacked batch holds this many minibatches)
 RANDOM_STATE = "random_state"  # the learner state's entry for its random number generators
@@ -97,12 +97,18 @@ class OfflineSafeLearner(Learner):
 
     def sample_minibatch(self, batch_size: int, generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
         """One step's minibatch (``draw_minibatch``) from ``generator``, by default the learner's own."""
-        return self.draw_minibatch(batch_size, self._generator if generator is None else generator)
+        return self.draw_minibatch(batch_size, self._generator if generator is None else generator).gather()
 
-    def draw_minibatch(self, batch_size: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
-        """Uniformly sampled transitions; a learner that needs more columns (or its step's random draws) adds them,
-        drawn from ``generator`` too, so that every random number of a trial comes from its own generator."""
-        return self.dataset.sample(batch_size, generator)
+    def draw_minibatch(self, batch_size: int, generator: torch.Generator) -> MinibatchDraw:
+        """The random draws of one step's minibatch, in this order from ``generator``: uniformly sampled rows of
+        the dataset, then ``draw_extras``. So every random number of a trial comes from its own generator, and a
+        population (``rllib_caps.core.population``) gathers its members' rows at once."""
+        rows = self.dataset.draw_rows(batch_size, generator)
+        return MinibatchDraw(self.dataset, rows, self.draw_extras(batch_size, generator))
+
+    def draw_extras(self, batch_size: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
+        """The step's random draws besides its rows (none here): a learner whose step draws noise adds it."""
+        return {}
 
     def polyak_update_targets(self) -> None:
         """θ' ← τ θ + (1 − τ) θ' for every target net; called after every optimiser step."""

@@ -3,6 +3,7 @@ the twin Q critic, each either as separate MLPs or fused into one ensemble (one 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 from typing import Any
@@ -11,14 +12,30 @@ import torch
 from torch import nn
 
 
+def autocast_off(x: torch.Tensor) -> contextlib.AbstractContextManager:
+    """Autocast switched off for ``x``'s device where it is on (``matmul_precision="bf16"``), else nothing."""
+    on = torch.is_autocast_enabled(x.device.type)
+    return torch.autocast(x.device.type, enabled=False) if on else contextlib.nullcontext()
+
+
+class OutputLinear(nn.Linear):
+    """``nn.Linear`` computed in float32 even under bf16 autocast: a network's outputs (values, action means) keep
+    float32 resolution (a Q of 100 resolves 1e-5, not bf16's 0.5), while the hidden layers before it run in bf16.
+    Without autocast it is ``nn.Linear`` (the same parameters and state dict)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with autocast_off(x):
+            return super().forward(x.float())
+
+
 def mlp(in_dim: int, hidden: list[int], out_dim: int | None) -> nn.Sequential:
-    """ReLU MLP; with ``out_dim=None`` it ends at the last hidden layer (a body)."""
+    """ReLU MLP; with ``out_dim=None`` it ends at the last hidden layer (a body), else at an ``OutputLinear``."""
     layers: list[nn.Module] = []
     for width in hidden:
         layers += [nn.Linear(in_dim, width), nn.ReLU()]
         in_dim = width
     if out_dim is not None:
-        layers.append(nn.Linear(in_dim, out_dim))
+        layers.append(OutputLinear(in_dim, out_dim))
     return nn.Sequential(*layers)
 
 
@@ -26,19 +43,24 @@ class EnsembleLinear(nn.Module):
     """``members`` independent linear layers applied as one batched matmul: ``(M, N, in) -> (M, N, out)``; an
     input without the member dimension, ``(N, in)``, is shared by all members.
 
-    Each member is initialised as ``nn.Linear`` is: weight and bias uniform in ±1/√in.
+    Each member is initialised as ``nn.Linear`` is: weight and bias uniform in ±1/√in. ``output=True`` computes
+    in float32 under autocast, as ``OutputLinear`` does.
     """
 
-    def __init__(self, in_dim: int, out_dim: int, members: int) -> None:
+    def __init__(self, in_dim: int, out_dim: int, members: int, output: bool = False) -> None:
         super().__init__()
         bound = 1.0 / math.sqrt(in_dim)
+        self.output = output
         self.weight = nn.Parameter(torch.empty(members, in_dim, out_dim).uniform_(-bound, bound))
         self.bias = nn.Parameter(torch.empty(members, 1, out_dim).uniform_(-bound, bound))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dim() == 2:  # a shared input: an expanded view, not a copy (faster than matmul's broadcast on CPU)
             x = x.expand(self.weight.shape[0], -1, -1)
-        return torch.baddbmm(self.bias, x, self.weight)
+        if not self.output:
+            return torch.baddbmm(self.bias, x, self.weight)
+        with autocast_off(x):
+            return torch.baddbmm(self.bias, x.float(), self.weight)
 
 
 class EnsembleMLP(nn.Module):
@@ -47,7 +69,8 @@ class EnsembleMLP(nn.Module):
     def __init__(self, in_dim: int, hidden: list[int], out_dim: int, members: int) -> None:
         super().__init__()
         widths = [in_dim, *hidden, out_dim]
-        self.layers = nn.ModuleList(EnsembleLinear(i, o, members) for i, o in zip(widths, widths[1:], strict=False))
+        self.layers = nn.ModuleList(EnsembleLinear(i, o, members, output=j == len(hidden))
+                                    for j, (i, o) in enumerate(zip(widths, widths[1:], strict=False)))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         lead = x.shape[:-1]
@@ -132,8 +155,8 @@ class SquashedGaussianActor(nn.Module):
     def __init__(self, obs_dim: int, act_dim: int, hidden: list[int]) -> None:
         super().__init__()
         self.body = mlp(obs_dim, hidden, None)
-        self.mean = nn.Linear(hidden[-1], act_dim)
-        self.log_std = nn.Linear(hidden[-1], act_dim)
+        self.mean = OutputLinear(hidden[-1], act_dim)
+        self.log_std = OutputLinear(hidden[-1], act_dim)
 
     def forward(self, obs: torch.Tensor) -> torch.distributions.Normal:
         """The pre-tanh action distribution at ``obs``."""

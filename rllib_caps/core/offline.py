@@ -32,6 +32,7 @@ from ray.rllib.utils.metrics import (
 from rllib_caps.core.budget_connector import CostBudget
 from rllib_caps.core.evaluation import evaluate_at_thresholds
 from rllib_caps.core.keys import TIME_LIMITS
+from rllib_caps.core.precision import MATMUL_PRECISIONS
 from rllib_caps.core.ray_internals import ConfigHooks, local_learner
 from rllib_caps.data import parquet_files
 from rllib_caps.envs import TaskSpec, get_task, register_envs
@@ -41,7 +42,6 @@ from rllib_caps.utils.paths import resolve_local
 from rllib_caps.utils.smoke import smoke_test
 
 CAPTURED_STEP_SETTINGS = ("auto", True, False)
-MATMUL_PRECISIONS = ("highest", "high")
 
 
 def evaluates_at(iteration: int, config: Any) -> bool:
@@ -64,8 +64,9 @@ class OfflineSafeConfig(ConfigHooks, AlgorithmConfig):
             replay it (``rllib_caps.core.captured_step``). "auto" captures on CUDA wherever the learner's step
             allows it (``OfflineSafeTorchLearner.captured_step_blockers``) and never on CPU, where there is no graph
             to capture; True raises where it cannot.
-        matmul_precision: float32 matrix products on CUDA, "highest" (IEEE fp32) or "high" (TF32 tensor cores;
-            ``torch.set_float32_matmul_precision``). CPU learners always compute in fp32.
+        matmul_precision: the matrix products of CUDA learners: "highest" (IEEE fp32), "high" (TF32 tensor cores)
+            or "bf16" (forward pass and losses under bf16 autocast, outputs and optimiser in fp32;
+            ``rllib_caps.core.precision``). CPU learners always compute in fp32.
 
     Evaluation (``.evaluation(...)``) rolls out the policy at each of ``evaluation_thresholds`` (default: the
     task's three DSRL thresholds) for ``evaluation_duration`` episodes each, after the last iteration and, with

@@ -13,8 +13,9 @@ def adam(params: Iterable[torch.nn.Parameter], lr: float, *, weight_decay: float
 
     By default with its multi-tensor (foreach) update: one op per update stage over all parameters instead of a
     Python loop of ~6 ops per parameter, with the per-parameter arithmetic (bit-identical on CPU). ``fused=True``
-    (CUDA, for a captured step) runs the update as one fused kernel whose step counter lives on the device, and it
-    skips a step on the device when its ``found_inf`` tensor is set, as ``torch.amp`` uses it."""
+    (every CUDA learner, eager or captured, so that the two differ in the capture alone) runs the update as one
+    fused kernel whose step counter lives on the device, and it skips a step on the device when its ``found_inf``
+    tensor is set, as ``torch.amp`` uses it."""
     kind = {"fused": True, "capturable": True} if fused else {"foreach": True}
     if weight_decay is None:
         return torch.optim.Adam(params, lr=lr, **kind)

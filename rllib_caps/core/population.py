@@ -23,14 +23,17 @@ from torch import nn
 
 from rllib_caps.core.captured_step import CapturedStep, NonFiniteSkip
 from rllib_caps.core.optim import adam
+from rllib_caps.core.precision import autocast
 from rllib_caps.core.ray_internals import foreach_lerp_
 from rllib_caps.core.torch_learner import OfflineSafeTorchLearner, total_loss
+from rllib_caps.data import MinibatchDraw
 
 # (module, minibatch, its hyperparameters) -> the member's loss terms, each a scalar: what one member's gradient step
 # minimises. The hyperparameters are the member's own tensors of those in which the members differ (may be none).
 MemberLoss = Callable[[nn.Module, dict[str, torch.Tensor], dict[str, torch.Tensor]], dict[str, torch.Tensor]]
-# () -> one member's next minibatch, drawn from its own generator (and its own dataset, e.g. BC-Safe's per κ).
-Sampler = Callable[[], dict[str, torch.Tensor]]
+# () -> the random draws of one member's next minibatch, from its own generator (and of its own dataset, e.g.
+# BC-Safe's per κ): ``MinibatchDraw.stacked`` gathers the members' rows at once.
+Sampler = Callable[[], MinibatchDraw]
 
 
 # Settings in which any population's members may differ: the seed, and κ where it only selects a member's data
@@ -82,8 +85,10 @@ class Population:
     ``samplers`` draw each member's minibatches; ``loss(module, batch, hyperparameters)`` returns one member's loss
     terms, ``hyperparameters`` being the member's rows of ``hyperparameters`` (each stacked ``(P, ...)``: e.g. the
     β and λ_k of an Optuna search's samples);
-    ``compiled`` runs the vmapped forward pass and losses (and their backward pass) as ``torch.compile``d programs,
-    whose fused kernels read and write the ``(P, B, hidden)`` activations far fewer times than the eager ops;
+    ``precision`` is the learners' ``matmul_precision`` (``rllib_caps.core.precision``: "bf16" runs the losses
+    under bf16 autocast); ``compiled`` runs the vmapped forward pass and losses (and their backward pass) as
+    ``torch.compile``d programs, whose fused kernels read and write the ``(P, B, hidden)`` activations far fewer
+    times than the eager ops;
     ``optimizer_groups`` maps an optimiser's name to (member 0's parameters it steps, learning rate), as the
     algorithm's learner registers them; ``target_pairs`` names each (online, target) submodule pair, whose targets
     take a Polyak step with ``tau`` after every gradient step.
@@ -93,20 +98,21 @@ class Population:
                  optimizer_groups: Mapping[str, tuple[Sequence[nn.Parameter], float]], tau: float,
                  target_pairs: Sequence[tuple[str, str]], generators: Sequence[torch.Generator] = (),
                  hyperparameters: Mapping[str, torch.Tensor] | None = None, captured: bool = False,
-                 compiled: bool = False) -> None:
+                 compiled: bool = False, precision: str = "highest") -> None:
         if len(members) != len(samplers) or not members:
             raise ValueError(f"a population needs one sampler per member, got {len(members)} members and "
                              f"{len(samplers)} samplers")
-        self.members, self.samplers, self.tau = list(members), list(samplers), tau
+        self.members, self.samplers, self.tau, self.precision = list(members), list(samplers), tau, precision
         self.params, self.buffers = torch.func.stack_module_state(self.members)
         self.hyperparameters = dict(hyperparameters or {})
         self._share_storage()
         names = {id(p): name for name, p in self.members[0].named_parameters()}
-        self.optimizers = {group: adam([self.params[names[id(p)]] for p in params], lr, fused=captured)
+        self.device = device = next(iter(self.params.values())).device
+        self.optimizers = {group: adam([self.params[names[id(p)]] for p in params], lr, fused=device.type == "cuda")
                            for group, (params, lr) in optimizer_groups.items()}
         self.non_finite = None
         if captured:  # the step replays as a CUDA graph; non-finite steps are skipped on the device
-            self.non_finite = NonFiniteSkip(next(iter(self.params.values())).device)
+            self.non_finite = NonFiniteSkip(device)
             self.non_finite.attach(list(self.optimizers.values()))
         self._run = CapturedStep(self.step, generators=generators) if captured else self._eager
         self.target_pairs = [([self.params[n] for n in self.params if n.startswith(online + ".")],
@@ -118,6 +124,7 @@ class Population:
                 step, ({f"module.{n}": p for n, p in params.items()}, {f"module.{n}": b for n, b in buffers.items()}),
                 (batch, hyperparameters)),
             randomness="error")  # every random draw comes from the members' samplers, none from torch's global one
+        self.compiled = compiled
         if compiled:  # one fused program for the vmapped forward pass and losses, and one for their backward pass
             self._losses = torch.compile(self._losses, fullgraph=True, dynamic=False)
 
@@ -152,15 +159,15 @@ class Population:
             own = (hyperparameters,) if hyperparameters else ()  # only learners whose configs declare some take them
             return first.member_losses(module.forward_train(batch), batch, config, *own)
 
-        return cls(modules, [functools.partial(learner.sample_minibatch, config.train_batch_size_per_learner)
-                             for learner in learners], losses,
+        return cls(modules, [functools.partial(learner.draw_minibatch, config.train_batch_size_per_learner,
+                                               learner._generator) for learner in learners], losses,
                    optimizer_groups=groups, tau=config.tau,
                    target_pairs=[(names[id(online)], names[id(target)])
                                  for online, target in (modules[0].get_target_network_pairs()
                                                         if isinstance(modules[0], TargetNetworkAPI) else ())],
                    generators=[learner._generator for learner in learners],
                    hyperparameters=member_hyperparameters(configs, first.device), captured=captured,
-                   compiled=bool(config.torch_compile_learner))
+                   compiled=bool(config.torch_compile_learner), precision=config.matmul_precision)
 
     def save_optimizer_states(self, learners: Sequence[Any]) -> None:
         """Writes each member's slice of the population's Adam states into its own learner's optimisers (the
@@ -207,14 +214,14 @@ class Population:
 
     def sample(self) -> dict[str, torch.Tensor]:
         """Every member's next minibatch, stacked: each column ``(P, B, ...)``."""
-        batches = [sampler() for sampler in self.samplers]
-        return {key: torch.stack([batch[key] for batch in batches]) for key in batches[0]}
+        return MinibatchDraw.stacked([sampler() for sampler in self.samplers])
 
     def step(self, batch: dict[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
         """One gradient step of every member (on ``batch``, or a fresh ``sample()``): the vmapped losses, one
         backward pass, the optimisers, then the Polyak step. Returns each loss term per member, shape ``(P,)``."""
-        losses = self._losses(self.params, self.buffers, self.sample() if batch is None else batch,
-                              self.hyperparameters)
+        batch = self.sample() if batch is None else batch
+        with autocast(self.precision, self.device):
+            losses = self._losses(self.params, self.buffers, batch, self.hyperparameters)
         for optimizer in self.optimizers.values():
             optimizer.zero_grad(set_to_none=True)
         total_loss({name: term.sum() for name, term in losses.items()}).backward()

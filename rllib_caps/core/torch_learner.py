@@ -23,6 +23,7 @@ from ray.rllib.utils.typing import ParamDict
 from rllib_caps.core.captured_step import CapturedStep, NonFiniteSkip
 from rllib_caps.core.learner import OfflineSafeLearner
 from rllib_caps.core.optim import adam
+from rllib_caps.core.precision import autocast, set_matmul_precision
 from rllib_caps.core.ray_internals import (
     UpdateStepHook,
     non_finite_check_and_unscale_,
@@ -69,8 +70,7 @@ class OfflineSafeTorchLearner(UpdateStepHook, TorchLearner, OfflineSafeLearner):
     @override(TorchLearner)
     def build(self) -> None:
         super().build()
-        if self.device.type == "cuda":
-            torch.set_float32_matmul_precision(self.config.matmul_precision)
+        set_matmul_precision(self.config.matmul_precision, self.device)
         if self.captures_steps:
             self._non_finite = NonFiniteSkip(self.device)
             self._non_finite.attach(list(optimizers(self)))
@@ -109,7 +109,7 @@ class OfflineSafeTorchLearner(UpdateStepHook, TorchLearner, OfflineSafeLearner):
         decay = weight_decay or {}
         for name, (net, lr) in groups.items():
             params = list(net.parameters()) if isinstance(net, torch.nn.Module) else list(net)
-            optimizers[name] = adam(params, lr, weight_decay=decay.get(name), fused=self.captures_steps)
+            optimizers[name] = adam(params, lr, weight_decay=decay.get(name), fused=self.device.type == "cuda")
             self.register_optimizer(module_id=module_id, optimizer_name=name, optimizer=optimizers[name],
                                     params=params, lr_or_lr_schedule=None if name in unscheduled else lr)
         return optimizers
@@ -167,8 +167,15 @@ class OfflineSafeTorchLearner(UpdateStepHook, TorchLearner, OfflineSafeLearner):
         for start in range(0, rows, size):
             minibatch = {mid: {key: column[start:start + size] for key, column in module_batch.items()}
                          for mid, module_batch in batch.items()}
-            outputs = self.rllib_update_step(minibatch)
+            outputs = self.gradient_step(minibatch)
         return outputs
+
+    def gradient_step(self, minibatch: dict[str, Any]) -> tuple[Any, Any, Any]:
+        """RLlib's torch update step on one minibatch, in the config's ``matmul_precision``: under bf16 autocast
+        for "bf16" on CUDA (the backward pass and the optimisers are on none of autocast's lists: their arithmetic
+        follows the forward pass's dtypes and stays float32 for the parameters)."""
+        with autocast(self.config.matmul_precision, self.device):
+            return self.rllib_update_step(minibatch)
 
     @override(TorchLearner)
     def set_state(self, state: dict[str, Any]) -> None:
@@ -184,7 +191,7 @@ class OfflineSafeTorchLearner(UpdateStepHook, TorchLearner, OfflineSafeLearner):
     def _sampled_update_step(self) -> tuple[Any, Any, Any]:
         """One gradient step on a freshly sampled minibatch: what ``_captured_step`` records."""
         minibatch = {DEFAULT_MODULE_ID: self.sample_minibatch(self.config.train_batch_size_per_learner)}
-        return self.rllib_update_step(minibatch)
+        return self.gradient_step(minibatch)
 
     @functools.cached_property
     def _gradients_pass_through(self) -> bool:

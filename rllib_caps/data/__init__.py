@@ -7,12 +7,13 @@ from typing import Any
 
 from rllib_caps.data.errors import DatasetError
 
-__all__ = ["DatasetError", "TransitionDataset", "parquet_files"]
+__all__ = ["DatasetError", "MinibatchDraw", "TransitionDataset", "parquet_files"]
 
 
 def __getattr__(name: str) -> Any:
-    """``TransitionDataset`` and ``parquet_files`` on first use: they import torch, the schema does not."""
-    if name in ("TransitionDataset", "parquet_files"):
+    """``TransitionDataset``, ``MinibatchDraw`` and ``parquet_files`` on first use: they import torch, the schema
+    does not."""
+    if name in ("TransitionDataset", "MinibatchDraw", "parquet_files"):
         from rllib_caps.data import dataset
 
         return getattr(dataset, name)

@@ -92,8 +92,16 @@ class TransitionDataset:
 
     def sample(self, batch_size: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
         """Uniformly sampled transitions (with replacement), every column."""
-        idx = torch.randint(len(self), (batch_size,), generator=generator, device=self.tensors[REWARDS].device)
-        return {name: t[idx] for name, t in self.tensors.items()}
+        return self.rows(self.draw_rows(batch_size, generator))
+
+    def draw_rows(self, batch_size: int, generator: torch.Generator) -> torch.Tensor:
+        """Indices of ``batch_size`` uniformly sampled rows (with replacement): ``sample``'s random draw."""
+        return torch.randint(len(self), (batch_size,), generator=generator, device=self.tensors[REWARDS].device)
+
+    def rows(self, index: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Every column at the rows ``index``, of any shape: ``(B,)`` gives ``(B, ...)`` columns, ``(P, B)`` the
+        ``(P, B, ...)`` columns of P minibatches in one gather per column."""
+        return {name: t[index] for name, t in self.tensors.items()}
 
     @functools.cached_property
     def _initial_row_indices(self) -> torch.Tensor:
@@ -112,3 +120,29 @@ class TransitionDataset:
         rows = self.initial_rows()
         idx = torch.randint(rows.numel(), (batch_size,), generator=generator, device=rows.device)
         return self.tensors[OBS][rows[idx]]
+
+
+@dataclass
+class MinibatchDraw:
+    """The random draws of one gradient step's minibatch: the ``rows`` of ``dataset`` it trains on and the step's
+    other draws (``extras``, e.g. action noise), all from the trial's generator. ``gather`` makes the minibatch;
+    ``stacked`` makes the minibatches of a population's members at once."""
+
+    dataset: TransitionDataset
+    rows: torch.Tensor
+    extras: dict[str, torch.Tensor]
+
+    def gather(self) -> dict[str, torch.Tensor]:
+        return self.dataset.rows(self.rows) | self.extras
+
+    @staticmethod
+    def stacked(draws: list[MinibatchDraw]) -> dict[str, torch.Tensor]:
+        """The minibatches of ``draws`` stacked, each column ``(P, B, ...)``: where every draw is from one dataset
+        (a population's seeds, κ or search samples share its one copy), one gather per column for all of them
+        instead of one per member and column, with the same values."""
+        if all(draw.dataset is draws[0].dataset for draw in draws):
+            columns = draws[0].dataset.rows(torch.stack([draw.rows for draw in draws]))
+        else:  # e.g. BC-Safe's members, each with the data its κ selects
+            parts = [draw.dataset.rows(draw.rows) for draw in draws]
+            columns = {key: torch.stack([part[key] for part in parts]) for key in parts[0]}
+        return columns | {key: torch.stack([draw.extras[key] for draw in draws]) for key in draws[0].extras}

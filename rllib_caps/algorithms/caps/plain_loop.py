@@ -10,6 +10,7 @@ import torch
 from rllib_caps.algorithms.caps.torch.caps_torch_learner import BACKBONE_LOSSES, caps_minibatch, optimizer_groups
 from rllib_caps.core.losses import polyak_update
 from rllib_caps.core.optim import adam
+from rllib_caps.core.precision import autocast
 from rllib_caps.data import TransitionDataset
 
 
@@ -28,7 +29,7 @@ class PlainLoop:
         if initial_state is not None:
             self.module.load_state_dict(initial_state)
         self.module.to(device)
-        self.optimizers = [adam(params, lr)
+        self.optimizers = [adam(params, lr, fused=torch.device(device).type == "cuda")  # as the learner's
                            for params, lr in optimizer_groups(self.module, config).values()]
         self.dataset = TransitionDataset.from_parquet(config.input_, device=device)
         self.generator = torch.Generator(device=device).manual_seed(seed)
@@ -39,7 +40,8 @@ class PlainLoop:
     def __call__(self, n: int) -> None:
         for _ in range(n):
             batch = caps_minibatch(self.dataset, self.config.train_batch_size_per_learner, self.generator, self.config)
-            losses = BACKBONE_LOSSES[self.config.backbone](self.forward_train(batch), batch, self.settings)
+            with autocast(self.config.matmul_precision, self.generator.device):
+                losses = BACKBONE_LOSSES[self.config.backbone](self.forward_train(batch), batch, self.settings)
             for optimizer in self.optimizers:
                 optimizer.zero_grad(set_to_none=True)
             sum(losses.values()).backward()

@@ -14,15 +14,20 @@ from rllib_caps.data import TransitionDataset, schema
 
 def coptidice_minibatch(dataset: TransitionDataset, batch_size: int, generator: torch.Generator, implementation: str
                         ) -> dict[str, torch.Tensor]:
-    """A COptiDICE step's minibatch, all drawn from ``generator``: uniformly sampled transitions, for "paper" also
-    ``INIT_OBS`` (initial observations from the data), and the weighted BC's noise (``OBS_NOISE``,
-    ``ACTION_NOISE``), so a step's randomness is its trial's own (a population's members each draw theirs)."""
-    batch = dataset.sample(batch_size, generator)
-    if implementation == "paper":
-        batch[ck.INIT_OBS] = dataset.sample_initial_obs(batch_size, generator)
+    """A COptiDICE step's minibatch, all drawn from ``generator``: uniformly sampled transitions, then
+    ``coptidice_extras``, so a step's randomness is its trial's own (a population's members each draw theirs)."""
+    return dataset.sample(batch_size, generator) | coptidice_extras(dataset, batch_size, generator, implementation)
+
+
+def coptidice_extras(dataset: TransitionDataset, batch_size: int, generator: torch.Generator, implementation: str
+                     ) -> dict[str, torch.Tensor]:
+    """A step's draws besides its transitions, from ``generator``: for "paper" ``INIT_OBS`` (initial observations
+    from the data), then the weighted BC's noise (``OBS_NOISE``, ``ACTION_NOISE``, shaped as the batch's columns)."""
+    extras = {ck.INIT_OBS: dataset.sample_initial_obs(batch_size, generator)} if implementation == "paper" else {}
     for key, column in ((ck.OBS_NOISE, schema.OBS), (ck.ACTION_NOISE, schema.ACTIONS)):
-        batch[key] = torch.randn(batch[column].shape, generator=generator, device=generator.device)
-    return batch
+        extras[key] = torch.randn((batch_size, *dataset.tensors[column].shape[1:]), generator=generator,
+                                  device=generator.device)
+    return extras
 
 
 def coptidice_training_outputs(nets: Any, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

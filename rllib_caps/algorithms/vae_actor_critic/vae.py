@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from rllib_caps.core.nets import mlp
+from rllib_caps.core.nets import OutputLinear, mlp
 
 LOG_STD_MIN, LOG_STD_MAX = -4.0, 15.0  # clamp of the encoder's log σ (OSRL)
 PRIOR_CLIP = 0.5  # prior samples z ~ N(0, I) are clipped to ±0.5 when decoding without an encoder
@@ -19,8 +19,8 @@ class ConditionalVAE(nn.Module):
         super().__init__()
         self.latent_dim = 2 * act_dim
         self.encoder = mlp(obs_dim + act_dim, hidden, None)
-        self.mean = nn.Linear(hidden[-1], self.latent_dim)
-        self.log_std = nn.Linear(hidden[-1], self.latent_dim)
+        self.mean = OutputLinear(hidden[-1], self.latent_dim)
+        self.log_std = OutputLinear(hidden[-1], self.latent_dim)
         self.decoder = mlp(obs_dim + self.latent_dim, hidden, act_dim)
 
     def encode(self, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -37,15 +37,19 @@ def optimizer_groups(module: torch.nn.Module, config: Any) -> dict[str, tuple[li
 
 def caps_minibatch(dataset: TransitionDataset, batch_size: int, generator: torch.Generator, config: Any
                    ) -> dict[str, torch.Tensor]:
-    """A CAPS step's minibatch: uniformly sampled transitions and, for SAC+BC, the standard-normal noise of every
-    head's sampled action at s and at s' (``PI_NOISE``, ``NEXT_PI_NOISE``, each ``(B, K, A)``), all from
-    ``generator``."""
-    batch = dataset.sample(batch_size, generator)
-    if config.backbone == "sacbc":
-        shape = (batch_size, config.num_heads, batch[schema.ACTIONS].shape[-1])
-        for key in (PI_NOISE, NEXT_PI_NOISE):
-            batch[key] = torch.randn(shape, generator=generator, device=generator.device)
-    return batch
+    """A CAPS step's minibatch: uniformly sampled transitions, then ``caps_noise``, all from ``generator``."""
+    return dataset.sample(batch_size, generator) | caps_noise(dataset, batch_size, generator, config)
+
+
+def caps_noise(dataset: TransitionDataset, batch_size: int, generator: torch.Generator, config: Any
+               ) -> dict[str, torch.Tensor]:
+    """For SAC+BC, the standard-normal noise of every head's sampled action at s and at s' (``PI_NOISE``,
+    ``NEXT_PI_NOISE``, each ``(B, K, A)``) from ``generator``; IQL draws none."""
+    if config.backbone != "sacbc":
+        return {}
+    shape = (batch_size, config.num_heads, dataset.tensors[schema.ACTIONS].shape[-1])
+    return {key: torch.randn(shape, generator=generator, device=generator.device)
+            for key in (PI_NOISE, NEXT_PI_NOISE)}
 
 
 class CAPSTorchLearner(OfflineSafeTorchLearner):
@@ -75,8 +79,8 @@ class CAPSTorchLearner(OfflineSafeTorchLearner):
         return calibrate_cost_critic(self.module[DEFAULT_MODULE_ID], columns, mode)
 
     @override(OfflineSafeLearner)
-    def draw_minibatch(self, batch_size: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
-        return caps_minibatch(self.dataset, batch_size, generator, self.config)
+    def draw_extras(self, batch_size: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
+        return caps_noise(self.dataset, batch_size, generator, self.config)
 
     @override(OfflineSafeTorchLearner)
     def member_losses(self, fwd_out: dict, batch: dict, config: Any,

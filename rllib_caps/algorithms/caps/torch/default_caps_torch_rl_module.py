@@ -52,7 +52,7 @@ from rllib_caps.core.budget import remaining_budget_threshold
 from rllib_caps.core.calibration import CostCriticAPI
 from rllib_caps.core.cost_threshold_api import CostThresholdAPI
 from rllib_caps.core.keys import COST_SPENT, HEAD, PREDICTED_COST, STEP
-from rllib_caps.core.nets import MLPPair, TwinQ, frozen_call, mlp
+from rllib_caps.core.nets import MLPPair, OutputLinear, TwinQ, frozen_call, mlp
 from rllib_caps.core.time_limit import remaining_time
 from rllib_caps.core.torch_rl_module import OfflineTorchRLModule
 from rllib_caps.data.schema import T
@@ -83,7 +83,7 @@ class MultiHeadActor(nn.Module):
         bodies = 1 if shared else num_heads
         self.bodies = nn.ModuleList(mlp(obs_dim, hidden, None) for _ in range(bodies))
         outputs = 2 * act_dim if std == "state" else act_dim
-        self.heads = nn.ModuleList(nn.Linear(hidden[-1], outputs) for _ in range(num_heads))
+        self.heads = nn.ModuleList(OutputLinear(hidden[-1], outputs) for _ in range(num_heads))
         log_std = torch.zeros(num_heads, act_dim)
         if std == "learned":
             self.log_std = nn.Parameter(log_std)

@@ -78,8 +78,9 @@ class CDTTorchLearner(OfflineSafeTorchLearner):
         logger.info("CDT: %d episodes and %d relabelled copies", len(sequences), self.sampler.num_relabelled)
 
     @override(OfflineSafeLearner)
-    def draw_minibatch(self, batch_size: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
-        return self.sampler.sample(batch_size, generator)
+    def sample_minibatch(self, batch_size: int, generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
+        """Windows of relabelled episodes (``EpisodeSampler``), not rows: CDT does not form populations."""
+        return self.sampler.sample(batch_size, self._generator if generator is None else generator)
 
     @override(TorchLearner)
     def configure_optimizers_for_module(self, module_id: ModuleID, config: Any = None) -> None:

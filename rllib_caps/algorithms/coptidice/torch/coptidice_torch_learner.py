@@ -11,7 +11,7 @@ from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.typing import ModuleID
 
-from rllib_caps.algorithms.coptidice.forward import coptidice_minibatch
+from rllib_caps.algorithms.coptidice.forward import coptidice_extras
 from rllib_caps.algorithms.coptidice.losses import coptidice_losses
 from rllib_caps.core.learner import OfflineSafeLearner
 from rllib_caps.core.torch_learner import OfflineSafeTorchLearner
@@ -29,8 +29,8 @@ class COptiDICETorchLearner(OfflineSafeTorchLearner):
         self.module.foreach_module(lambda _mid, module: module.unwrapped().stats.assign_from(self.dataset))
 
     @override(OfflineSafeLearner)
-    def draw_minibatch(self, batch_size: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
-        return coptidice_minibatch(self.dataset, batch_size, generator, self.config.implementation)
+    def draw_extras(self, batch_size: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
+        return coptidice_extras(self.dataset, batch_size, generator, self.config.implementation)
 
     @override(TorchLearner)
     def configure_optimizers_for_module(self, module_id: ModuleID, config: Any = None) -> None:
