@@ -36,7 +36,7 @@ import yaml
 
 from rllib_caps.algorithms.registry import ALGORITHMS, DEFAULT_ALGORITHM
 from rllib_caps.core import ray_internals
-from rllib_caps.core.precision import MATMUL_PRECISIONS
+from rllib_caps.core.precision import DEFAULT_MATMUL_PRECISION, MATMUL_PRECISIONS
 from rllib_caps.data import schema
 
 
@@ -361,9 +361,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                    help="cpu, or cuda (adds the RLlib learner with its step captured as a CUDA graph)")
-    p.add_argument("--precision", choices=MATMUL_PRECISIONS, nargs="+", default=["highest"],
+    p.add_argument("--precision", choices=MATMUL_PRECISIONS, nargs="+",
                    help="matrix products on CUDA: highest (IEEE fp32), high (TF32) and/or bf16 (bf16 autocast); "
-                        "default highest")
+                        f"default {DEFAULT_MATMUL_PRECISION}, the learners' default")
     p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                    help="time steps by the wall clock, or by this process's CPU time (--device cpu with --threads 1: "
                         "robust on a shared machine, where waiting for a core would count as wall time)")
@@ -402,9 +402,10 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --search-members applies to --population of an algorithm with member hyperparameters (CAPS: "
               "β and λ_k)", file=sys.stderr)
         return 2
-    if args.device == "cpu" and args.precision != ["highest"]:
+    if args.device == "cpu" and args.precision:
         print("error: --precision applies to --device cuda (CPU learners compute in fp32)", file=sys.stderr)
         return 2
+    args.precision = args.precision or [DEFAULT_MATMUL_PRECISION if args.device == "cuda" else "highest"]
     if min(args.heads) < 2 or min(args.hidden + [args.batch, args.steps, args.repetitions]) < 1:
         print("error: --heads must be >= 2 and --hidden/--batch/--steps/--repetitions >= 1", file=sys.stderr)
         return 2

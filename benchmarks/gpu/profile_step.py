@@ -29,6 +29,7 @@ from torch.profiler import ProfilerActivity, profile
 from rllib_caps.algorithms.caps.plain_loop import PlainLoop
 from rllib_caps.bench import local_learner, rllib_learner_step, write_synthetic_dataset
 from rllib_caps.core.population import Population
+from rllib_caps.core.precision import MATMUL_PRECISIONS
 
 SYNCS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
 GEMM_MARKS = ("gemm", "sm90_", "cutlass", "xmma", "cublas")  # names of cuBLAS/CUTLASS matrix-product kernels
@@ -89,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch", type=int, default=512)
     p.add_argument("--heads", type=int, default=2)
     p.add_argument("--steps", type=int, default=64, help="profiled gradient steps per loop")
-    p.add_argument("--precision", default="highest", choices=("highest", "high"))
+    p.add_argument("--precision", default="highest", choices=MATMUL_PRECISIONS)
     p.add_argument("--population", type=int, metavar="P",
                    help="profile a population of P trials (captured; losses eager and compiled) instead")
     p.add_argument("--top", type=int, default=8, help="list this many kernels by GPU time per loop")

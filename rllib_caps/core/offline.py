@@ -32,7 +32,7 @@ from ray.rllib.utils.metrics import (
 from rllib_caps.core.budget_connector import CostBudget
 from rllib_caps.core.evaluation import evaluate_at_thresholds
 from rllib_caps.core.keys import TIME_LIMITS
-from rllib_caps.core.precision import MATMUL_PRECISIONS
+from rllib_caps.core.precision import DEFAULT_MATMUL_PRECISION, MATMUL_PRECISIONS
 from rllib_caps.core.ray_internals import ConfigHooks, local_learner
 from rllib_caps.data import parquet_files
 from rllib_caps.envs import TaskSpec, get_task, register_envs
@@ -64,8 +64,8 @@ class OfflineSafeConfig(ConfigHooks, AlgorithmConfig):
             replay it (``rllib_caps.core.captured_step``). "auto" captures on CUDA wherever the learner's step
             allows it (``OfflineSafeTorchLearner.captured_step_blockers``) and never on CPU, where there is no graph
             to capture; True raises where it cannot.
-        matmul_precision: the matrix products of CUDA learners: "highest" (IEEE fp32), "high" (TF32 tensor cores)
-            or "bf16" (forward pass and losses under bf16 autocast, outputs and optimiser in fp32;
+        matmul_precision: the matrix products of CUDA learners: "highest" (IEEE fp32), "high" (TF32 tensor cores;
+            the default) or "bf16" (forward pass and losses under bf16 autocast, outputs and optimiser in fp32;
             ``rllib_caps.core.precision``). CPU learners always compute in fp32.
 
     Evaluation (``.evaluation(...)``) rolls out the policy at each of ``evaluation_thresholds`` (default: the
@@ -83,7 +83,7 @@ class OfflineSafeConfig(ConfigHooks, AlgorithmConfig):
         self.time_limit = "bootstrap"
         self.horizon: int | None = None
         self.captured_step: bool | str = "auto"
-        self.matmul_precision = "highest"
+        self.matmul_precision = DEFAULT_MATMUL_PRECISION
         self.evaluation_thresholds: list[float] | None = None
         self.evaluation_every: int | None = None  # gradient steps between evaluations in training; None: the end only
         # RLlib settings that differ for offline safe RL.

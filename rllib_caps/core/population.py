@@ -23,7 +23,7 @@ from torch import nn
 
 from rllib_caps.core.captured_step import CapturedStep, NonFiniteSkip
 from rllib_caps.core.optim import adam
-from rllib_caps.core.precision import autocast
+from rllib_caps.core.precision import DEFAULT_MATMUL_PRECISION, autocast
 from rllib_caps.core.ray_internals import foreach_lerp_
 from rllib_caps.core.torch_learner import OfflineSafeTorchLearner, total_loss
 from rllib_caps.data import MinibatchDraw
@@ -98,7 +98,7 @@ class Population:
                  optimizer_groups: Mapping[str, tuple[Sequence[nn.Parameter], float]], tau: float,
                  target_pairs: Sequence[tuple[str, str]], generators: Sequence[torch.Generator] = (),
                  hyperparameters: Mapping[str, torch.Tensor] | None = None, captured: bool = False,
-                 compiled: bool = False, precision: str = "highest") -> None:
+                 compiled: bool = False, precision: str = DEFAULT_MATMUL_PRECISION) -> None:
         if len(members) != len(samplers) or not members:
             raise ValueError(f"a population needs one sampler per member, got {len(members)} members and "
                              f"{len(samplers)} samplers")
