@@ -3,7 +3,6 @@ the twin Q critic, each either as separate MLPs or fused into one ensemble (one 
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import math
 from typing import Any
@@ -12,19 +11,15 @@ import torch
 from torch import nn
 
 
-def autocast_off(x: torch.Tensor) -> contextlib.AbstractContextManager:
-    """Autocast switched off for ``x``'s device where it is on (``matmul_precision="bf16"``), else nothing."""
-    on = torch.is_autocast_enabled(x.device.type)
-    return torch.autocast(x.device.type, enabled=False) if on else contextlib.nullcontext()
-
-
 class OutputLinear(nn.Linear):
     """``nn.Linear`` computed in float32 even under bf16 autocast: a network's outputs (values, action means) keep
     float32 resolution (a Q of 100 resolves 1e-5, not bf16's 0.5), while the hidden layers before it run in bf16.
     Without autocast it is ``nn.Linear`` (the same parameters and state dict)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        with autocast_off(x):
+        if not torch.is_autocast_enabled(x.device.type):
+            return super().forward(x)
+        with torch.autocast(x.device.type, enabled=False):
             return super().forward(x.float())
 
 
@@ -57,10 +52,10 @@ class EnsembleLinear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dim() == 2:  # a shared input: an expanded view, not a copy (faster than matmul's broadcast on CPU)
             x = x.expand(self.weight.shape[0], -1, -1)
-        if not self.output:
-            return torch.baddbmm(self.bias, x, self.weight)
-        with autocast_off(x):
-            return torch.baddbmm(self.bias, x.float(), self.weight)
+        if self.output and torch.is_autocast_enabled(x.device.type):
+            with torch.autocast(x.device.type, enabled=False):
+                return torch.baddbmm(self.bias, x.float(), self.weight)
+        return torch.baddbmm(self.bias, x, self.weight)
 
 
 class EnsembleMLP(nn.Module):
