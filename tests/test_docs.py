@@ -58,6 +58,7 @@ def _copy_repository(dest: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(2700)  # every block twice, sweeps among them: 12 min a pass on the loaded 2-core machine
 def test_docs_run_as_printed_twice(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     _copy_repository(repo)
