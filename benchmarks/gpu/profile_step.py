@@ -71,6 +71,7 @@ def profile_loop(step: Any, steps: int, top: int = 0) -> dict[str, Any]:
     syncs = sum(e.name in SYNCS for e in runtime) + sum("DtoH" in e.name or "Device -> Host" in e.name
                                                         for e in kernels)
     launches = sum(e.name in ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC") for e in runtime)
+    gemm_share, ranked = top_kernels(kernels, steps, top)
     busy = busy_time_us([(e.time_range.start, e.time_range.end) for e in kernels]) / 1e6
     host_ops = sum(e.self_cpu_time_total for e in runtime if not e.name.startswith("cuda")) / 1e6
     return {"steps_per_s": steps / wall, "wall_ms_per_step": 1e3 * wall / steps,
@@ -78,8 +79,8 @@ def profile_loop(step: Any, steps: int, top: int = 0) -> dict[str, Any]:
             "launch_calls_per_step": launches / steps, "graph_launches_per_step":
                 sum(e.name == "cudaGraphLaunch" for e in runtime) / steps,
             "syncs_per_step": syncs / steps, "gpu_busy_ms_per_step": 1e3 * busy / steps,
-            "gpu_idle_share": max(0.0, 1 - busy / wall), "gemm_share": top_kernels(kernels, steps, 0)[0],
-            **({"top_kernels": top_kernels(kernels, steps, top)[1]} if top else {})}
+            "gpu_idle_share": max(0.0, 1 - busy / wall), "gemm_share": gemm_share,
+            **({"top_kernels": ranked} if top else {})}
 
 
 def main(argv: list[str] | None = None) -> int:
