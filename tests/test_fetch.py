@@ -163,7 +163,7 @@ def test_interrupted_download_resumes_and_mismatched_files_are_refused(tmp_path:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(600)  # Ray's start-up in the fetch process takes minutes on a loaded 2-core machine
 def test_ctrl_c_mid_download_keeps_the_finished_tasks_and_leaves_no_ray_process(
         tmp_path: Path, files: dict[str, bytes], hub_env: Path, ray_session) -> None:
     """Ctrl+C (SIGINT to the terminal's process group) while DroneRun's file is downloading: exit 130, one line
@@ -177,13 +177,13 @@ def test_ctrl_c_mid_download_keeps_the_finished_tasks_and_leaves_no_ray_process(
         process = subprocess.Popen([sys.executable, "-m", "data_conversion.fetch", "--tasks", ",".join(TASKS),
                                     "--out", str(out)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                    text=True, start_new_session=True)
-        deadline = time.monotonic() + 200
+        deadline = time.monotonic() + 400
         while not (all((out / t / "metadata.json").is_file() for t in ("BallCircle", "CarRun"))
                    and ("GET", dataset_file_name("DroneRun"), None) in hub.requests):
             assert process.poll() is None and time.monotonic() < deadline, process.communicate()
             time.sleep(0.2)
         os.killpg(process.pid, signal.SIGINT)
-        _, stderr = process.communicate(timeout=120)
+        _, stderr = process.communicate(timeout=150)
         downloading.set()
     assert process.returncode == 130, stderr[-3000:]
     assert f"interrupted (SIGINT): every task finished so far is complete in {out}" in stderr

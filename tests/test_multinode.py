@@ -49,7 +49,9 @@ def test_two_node_sweep_uses_both_nodes_and_resumes_after_the_driver_is_killed(
     driver = None
     try:
         cluster.wait_for_nodes()
-        env = {**os.environ, "PYTHONPATH": str(Path.cwd())}
+        # Tune saves its experiment state every 10 s by default: all three trials could finish between two saves,
+        # leaving no moment with some but not all of them recorded as finished. Save it every second.
+        env = {**os.environ, "PYTHONPATH": str(Path.cwd()), "TUNE_GLOBAL_CHECKPOINT_S": "1"}
         command = [sys.executable, "-m", "rllib_caps.tune", "--tasks", "BallCircle", "--seeds", "0", "10", "20",
                    "--heads", "2", "--data-root", str(data_root), "--storage", str(storage), "--name", "multi",
                    "--address", cluster.address, "--cpus-per-trial", "1", "--checkpoint-every", "1"]
