@@ -84,10 +84,11 @@ def measure(step: Callable[[int], None], steps: int, device: str, clock: str = "
 VARIANTS = ("unfused", "fused")  # the critics as separate MLPs, or one ensemble per pair (rllib_caps.core.nets)
 
 
-def loop_names(device: str) -> list[str]:
-    """The loops one row measures: the plain loop and the RLlib learner, each with unfused and fused critics, and
-    on CUDA also the RLlib learner with its step captured as a CUDA graph (``captured_step``)."""
-    kinds = ["plain", "rllib"] + (["captured"] if device == "cuda" else [])
+def loop_names(device: str, compiled: bool = False) -> list[str]:
+    """The loops one row measures: the plain loop and the RLlib learner, each with unfused and fused critics; on
+    CUDA also the RLlib learner with its step captured as a CUDA graph (``captured_step``); with ``compiled``, the
+    RLlib learner with its forward pass and losses compiled (``torch_compile_learner``), captured on CUDA."""
+    kinds = ["plain", "rllib"] + (["captured"] if device == "cuda" else []) + (["compiled"] if compiled else [])
     return [f"{kind}_{variant}" for variant in VARIANTS for kind in kinds]
 
 
@@ -99,7 +100,8 @@ def build_loop(name: str, args: argparse.Namespace, data: Path, hidden: int, hea
     kind, variant = name.split("_")
     config = build_config(args.algo, "BallCircle", data, steps=args.steps, heads=heads, hidden=[hidden] * 2,
                           batch_size=args.batch, eval_episodes=0, fused_critics=variant == "fused",
-                          compile=args.compile, backbone=args.backbone, captured_step=kind == "captured",
+                          compile=kind == "compiled", backbone=args.backbone,
+                          captured_step=kind in ("captured", "compiled") and args.device == "cuda",
                           matmul_precision=precision, num_gpus_per_learner=1 if args.device == "cuda" else 0)
     config.validate()
     if kind == "plain":
@@ -126,7 +128,7 @@ def run_matrix(args: argparse.Namespace, data: Path) -> list[dict[str, Any]]:
         for hidden in args.hidden:
             for heads in args.heads:
                 loops, memory = {}, {}
-                for name in loop_names(args.device):
+                for name in loop_names(args.device, args.compile):
                     before = gpu_memory_mib(args.device)
                     loops[name] = build_loop(name, args, data, hidden, heads, precision)
                     loops[name](args.warmup)
@@ -243,7 +245,7 @@ def measure_algorithm(name: str, args: argparse.Namespace, data: Path, populatio
 
     def learner(seed: int) -> Any:
         config = build_config(name, "BallCircle", data, steps=args.steps, eval_episodes=0, seed=seed,
-                              matmul_precision=args.precision[0],
+                              matmul_precision=args.precision[0], compile=args.compile,
                               num_gpus_per_learner=1 if args.device == "cuda" else 0, **settings)
         config.validate()
         return local_learner(config)
@@ -328,9 +330,9 @@ def print_grid(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
         print("(no --eval-costs: evaluation not included)")
 
 
-def print_matrix(rows: list[dict[str, Any]], device: str) -> None:
+def print_matrix(rows: list[dict[str, Any]], device: str, compiled: bool) -> None:
     """The matrix as a Markdown table: median steps/s [min-max], memory on CUDA, and the ratios."""
-    names = loop_names(device)
+    names = loop_names(device, compiled)
     cells = [f"{n} steps/s" for n in names] + ([f"{n} MiB" for n in names] if device == "cuda" else [])
     ratios = [f"{n} ÷ plain_{n.split('_')[1]}" for n in names if not n.startswith("plain")]
     fused = [f"{n.split('_')[0]} fused ÷ unfused" for n in names if n.endswith("_fused")]
@@ -368,8 +370,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="time steps by the wall clock, or by this process's CPU time (--device cpu with --threads 1: "
                         "robust on a shared machine, where waiting for a core would count as wall time)")
     p.add_argument("--compile", action="store_true",
-                   help="torch.compile the forward pass and losses of both loops (RLlib's torch_compile_learner); "
-                        "with --population, the population's vmapped losses (separate learners stay uncompiled)")
+                   help="torch.compile the learners' forward pass and losses as one program (torch_compile_learner): "
+                        "the matrix adds the compiled RLlib learner (captured on CUDA) beside the eager loops; "
+                        "--population compiles the population's vmapped losses (separate learners stay eager); "
+                        "--project-grid compiles every learner that can be")
     p.add_argument("--fused-critics", action="store_true",
                    help="with --population: CAPS's critic pairs as one ensemble each (fused_critics) [separate MLPs]")
     p.add_argument("--search-members", action="store_true",
@@ -422,7 +426,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.population:
         run, show = run_populations, print_populations
     else:
-        run, show = run_matrix, functools.partial(print_matrix, device=args.device)
+        run, show = run_matrix, functools.partial(print_matrix, device=args.device, compiled=args.compile)
     with tempfile.TemporaryDirectory() as tmp:
         rows = run(args, write_synthetic_dataset(Path(tmp), rows=100_000, obs_dim=8, act_dim=2))
     machine = {"machine": f"{platform.machine()} {platform.processor()}".strip(), "cpus": os.cpu_count(),

@@ -24,6 +24,16 @@ def test_matrix_by_cpu_time_as_json(capsys: pytest.CaptureFixture) -> None:
     (row,) = printed["rows"]
     assert (row["hidden"], row["heads"]) == (16, 2)
     assert all(row[f"{loop}_median"] > 0 for loop in ("rllib_unfused", "plain_unfused", "rllib_fused", "plain_fused"))
+    assert "compiled_unfused_median" not in row
+
+
+@pytest.mark.slow
+def test_compile_adds_the_compiled_learner_beside_the_eager_loops(capsys: pytest.CaptureFixture) -> None:
+    assert main(["--compile", "--hidden", "16", "--heads", "2", "--batch", "8", "--steps", "2", "--repetitions",
+                 "1", "--warmup", "1", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["rows"]
+    assert all(row[f"compiled_{variant}_vs_plain"] == row[f"compiled_{variant}_median"]
+               / row[f"plain_{variant}_median"] > 0 for variant in ("unfused", "fused"))
 
 
 @pytest.mark.slow

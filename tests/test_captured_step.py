@@ -1,5 +1,7 @@
 """The captured gradient step (``captured_step``): where it is on and off, and on a GPU that replaying the CUDA
-graph trains exactly as the eager learner does, for every algorithm whose step has static shapes.
+graph trains exactly as the eager learner does, for every algorithm whose step has static shapes; and that a
+learner whose forward pass and losses are compiled (``torch_compile_learner``) trains as the eager one does, on CPU
+and, captured, on a GPU.
 
 The ``cuda`` tests are deselected by default (``pyproject.toml``); ``benchmarks/gpu/run.sh`` runs them on a GPU
 machine with ``-m cuda``."""
@@ -56,18 +58,18 @@ CAPTURABLE = [("caps", {"heads": 3}), ("caps", {"heads": 2, "backbone": "sacbc"}
               ("cpq", {"cost_limit": 20}), ("coptidice", {"cost_limit": 20})]
 
 
-@pytest.mark.cuda
-@pytest.mark.parametrize("algo, settings", CAPTURABLE, ids=[f"{a}-{'-'.join(map(str, s.values()))}"
-                                                             for a, s in CAPTURABLE])
-def test_captured_steps_train_as_the_eager_steps_do(algo: str, settings: dict) -> None:
+def _assert_trains_as_the_eager_learner(algo: str, settings: dict, device: dict) -> None:
+    """A learner of ``settings`` and an eager, uncompiled one from the same start take the same steps."""
     steps = STEPS_PER_CALL + 6  # crosses an update call, and warm-up, capture and replays
-    eager = local_learner(_config(algo, captured_step=False, **settings, **ON_GPU))
-    captured = local_learner(_config(algo, captured_step=True, **settings, **ON_GPU))
-    assert captured.captures_steps and not eager.captures_steps
-    module, reference = captured.module["default_policy"], eager.module["default_policy"]
+    eager = local_learner(_config(algo, captured_step=False, **{**settings, "compile": False}, **device))
+    other = local_learner(_config(algo, **settings, **device))
+    assert not eager.captures_steps and eager._compiled_losses is None
+    assert other.captures_steps == (settings.get("captured_step") is True)
+    assert (other._compiled_losses is not None) == settings.get("compile", False)  # forward and losses: one program
+    module, reference = other.module["default_policy"], eager.module["default_policy"]
     module.load_state_dict(reference.state_dict())  # the same start, targets included
     initial = {name: value.clone() for name, value in module.state_dict().items()}
-    for learner in (eager, captured):  # the baselines' forward passes draw noise from torch's global generator
+    for learner in (eager, other):  # the baselines' forward passes draw noise from torch's global generator
         torch.manual_seed(0)
         learner.update_from_dataset(num_updates=steps)
     learned, expected = module.state_dict(), reference.state_dict()
@@ -75,6 +77,32 @@ def test_captured_steps_train_as_the_eager_steps_do(algo: str, settings: dict) -
         torch.testing.assert_close(learned[name], expected[name], rtol=1e-4, atol=1e-5,
                                    msg=lambda message, name=name: f"{name}: {message}")
     assert sum(not torch.equal(learned[n], initial[n]) for n in expected) > len(expected) // 2
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("algo, settings", CAPTURABLE, ids=[f"{a}-{'-'.join(map(str, s.values()))}"
+                                                             for a, s in CAPTURABLE])
+def test_captured_steps_train_as_the_eager_steps_do(algo: str, settings: dict) -> None:
+    _assert_trains_as_the_eager_learner(algo, {**settings, "captured_step": True}, ON_GPU)
+
+
+COMPILABLE = [(algo, settings) for algo, settings in CAPTURABLE if algo not in ("bearl", "cpq")]  # pure losses
+
+
+@pytest.mark.slow
+def test_a_compiled_learner_trains_as_the_eager_one_does() -> None:
+    _assert_trains_as_the_eager_learner("caps", {"heads": 3, "compile": True}, {})
+
+
+def test_learners_whose_losses_have_side_effects_compile_only_their_forward_pass() -> None:
+    assert local_learner(_config("bearl", cost_limit=20, compile=True))._compiled_losses is None
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("algo, settings", COMPILABLE, ids=[f"{a}-{'-'.join(map(str, s.values()))}"
+                                                             for a, s in COMPILABLE])
+def test_compiled_captured_steps_train_as_the_eager_steps_do(algo: str, settings: dict) -> None:
+    _assert_trains_as_the_eager_learner(algo, {**settings, "captured_step": True, "compile": True}, ON_GPU)
 
 
 @pytest.mark.cuda

@@ -1,6 +1,7 @@
 """Where one gradient step's time goes on CUDA: ``torch.profiler`` over the plain PyTorch loop, the RLlib learner
-eager and the RLlib learner with its step captured, with its forward pass eager and compiled (CAPS(IQL), hidden
-512, batch 512, K = 2 by default); with ``--population P``, over a population of P such trials, captured, with its
+eager and the RLlib learner with its step captured, with its forward pass and losses eager and compiled as one
+program (``torch_compile_learner``; with separate and fused critics) (CAPS(IQL), hidden 512, batch 512, K = 2 by
+default); with ``--population P``, over a population of P such trials, captured, with its
 losses eager and compiled.
 
     python benchmarks/gpu/profile_step.py --steps 64 --json profile.json
@@ -121,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
             loops = {"plain": lambda: PlainLoop(config(False), device="cuda"),
                      "rllib": lambda: rllib_learner_step(config(False)),
                      "captured": lambda: rllib_learner_step(config(True)),
-                     "captured compiled": lambda: rllib_learner_step(config(True, compiled=True))}
+                     "captured compiled": lambda: rllib_learner_step(config(True, compiled=True)),
+                     "captured compiled fused": lambda: rllib_learner_step(config(True, compiled=True, fused=True))}
         for name, build in loops.items():
             rows[name] = profile_loop(build(), args.steps, args.top)
             torch.cuda.empty_cache()

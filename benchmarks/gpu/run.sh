@@ -5,7 +5,8 @@
 #   run(command="bash benchmarks/gpu/run.sh", carry=[".whl"])
 # Set PARTS to run a subset, in this order: PARTS="tests profile population bench precision grid" (the default is all
 # of them); BENCH_SIZES=512x512 and BENCH_PRECISIONS=high measure the matrix at one hidden width x batch size and
-# precision, GRID_STEPS and GRID_REPETITIONS shorten the projection.
+# precision, GRID_STEPS and GRID_REPETITIONS shorten the projection, GRID_COMPILE=1 projects with every learner
+# compiled (torch_compile_learner; minutes of compiling).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-gpu_results}
@@ -20,7 +21,7 @@ python3 -c "import torch, ray; print('torch', torch.__version__, 'ray', ray.__ve
 status=0
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 if part tests; then
-    timeout 240 python3 -m pytest -q -p no:cacheprovider -m cuda tests/test_captured_step.py tests/test_population.py \
+    timeout 420 python3 -m pytest -q -p no:cacheprovider -m cuda tests/test_captured_step.py tests/test_population.py \
         2>&1 | tee "$OUT/tests.txt" | tail -15 || status=1
 fi
 if part profile; then
@@ -42,10 +43,10 @@ if part population; then  # fused critics, losses compiled (the fastest in the p
         --fused-critics --compile --population 32 --steps 32 --repetitions 3 2>&1 | grep -v WARNING \
         | tee -a "$OUT/population.txt"
 fi
-if part bench; then
+if part bench; then  # plain eager, RLlib eager, captured, and captured with forward pass and losses compiled
     for size in ${BENCH_SIZES:-512x512 256x256}; do  # hidden x batch
-        timeout 150 python3 -m rllib_caps.bench --device cuda --hidden "${size%x*}" --batch "${size#*x}" --heads 2 \
-            --precision ${BENCH_PRECISIONS:-highest high} --steps 64 --repetitions 3 --warmup 16 2>&1 \
+        timeout 300 python3 -m rllib_caps.bench --device cuda --hidden "${size%x*}" --batch "${size#*x}" --heads 2 \
+            --precision ${BENCH_PRECISIONS:-highest high} --compile --steps 64 --repetitions 3 --warmup 16 2>&1 \
             | grep -v WARNING | tee -a "$OUT/bench.txt"
     done
 fi
@@ -54,8 +55,9 @@ if part precision; then  # short CAPS runs in fp32, TF32 and bf16 from one start
         | tee "$OUT/precision.txt"
 fi
 if part grid; then
-    timeout 200 python3 -m rllib_caps.bench --device cuda --project-grid --grid-config tune_configs/paper.yaml \
-        --precision ${GRID_PRECISION:-high} \
+    grid_timeout=200; [[ -n ${GRID_COMPILE:-} ]] && grid_timeout=540
+    timeout $grid_timeout python3 -m rllib_caps.bench --device cuda --project-grid --grid-config tune_configs/paper.yaml \
+        --precision ${GRID_PRECISION:-high} ${GRID_COMPILE:+--compile} \
         --eval-costs benchmarks/eval_rollouts.json --steps ${GRID_STEPS:-256} --repetitions ${GRID_REPETITIONS:-3} \
         2>&1 | grep -v WARNING | tee "$OUT/grid.txt"
 fi

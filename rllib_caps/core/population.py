@@ -25,7 +25,7 @@ from rllib_caps.core.captured_step import CapturedStep, NonFiniteSkip
 from rllib_caps.core.optim import adam
 from rllib_caps.core.precision import DEFAULT_MATMUL_PRECISION, autocast
 from rllib_caps.core.ray_internals import foreach_lerp_
-from rllib_caps.core.torch_learner import OfflineSafeTorchLearner, total_loss
+from rllib_caps.core.torch_learner import computes_pure_losses, total_loss
 from rllib_caps.data import MinibatchDraw
 
 # (module, minibatch, its hyperparameters) -> the member's loss terms, each a scalar: what one member's gradient step
@@ -46,12 +46,6 @@ def _config_differences(first: Any, other: Any) -> set[str]:
     """Names of the settings in which two algorithm configs differ."""
     a, b = first.to_dict(), other.to_dict()
     return {key for key in a.keys() | b.keys() if repr(a.get(key)) != repr(b.get(key))}
-
-
-def forms_populations(learner_class: type) -> bool:
-    """Whether trials of this learner class can train as a population: its loss step is the pure
-    ``member_losses`` (learners whose step has side effects override ``compute_loss_for_module`` instead)."""
-    return learner_class.member_losses is not OfflineSafeTorchLearner.member_losses
 
 
 def member_hyperparameters(configs: Sequence[Any], device: torch.device | str) -> dict[str, torch.Tensor]:
@@ -138,7 +132,7 @@ class Population:
         (``rllib_caps.core.captured_step``); the config's ``torch_compile_learner`` compiles its losses
         (``compiled``)."""
         first = learners[0]
-        if not forms_populations(type(first)):
+        if not computes_pure_losses(type(first)):
             raise ValueError(f"{type(first).__name__} computes its losses with side effects (no member_losses): it "
                              "cannot train as a population")
         configs = [learner.config.get_config_for_module(DEFAULT_MODULE_ID) for learner in learners]
@@ -153,14 +147,9 @@ class Population:
         groups = {name: (optimizer.param_groups[0]["params"], optimizer.param_groups[0]["lr"])
                   for name, optimizer in _optimizers(first).items()}
         config = configs[0]
-
-        def losses(module: nn.Module, batch: dict[str, torch.Tensor], hyperparameters: dict[str, torch.Tensor]
-                   ) -> dict[str, torch.Tensor]:
-            own = (hyperparameters,) if hyperparameters else ()  # only learners whose configs declare some take them
-            return first.member_losses(module.forward_train(batch), batch, config, *own)
-
         return cls(modules, [functools.partial(learner.draw_minibatch, config.train_batch_size_per_learner,
-                                               learner._generator) for learner in learners], losses,
+                                               learner._generator) for learner in learners],
+                   functools.partial(first.module_losses, config=config),
                    optimizer_groups=groups, tau=config.tau,
                    target_pairs=[(names[id(online)], names[id(target)])
                                  for online, target in (modules[0].get_target_network_pairs()

@@ -4,13 +4,15 @@ the gradients, and the Polyak step of the target nets after every optimiser step
 
 On CUDA the whole gradient step (sampling, forward, losses, backward, optimisers, Polyak) is captured once as a
 CUDA graph and replayed (``config.captured_step``, ``rllib_caps.core.captured_step``): the step then issues no
-host work beyond one graph launch, and a step with non-finite gradients is skipped on the device."""
+host work beyond one graph launch, and a step with non-finite gradients is skipped on the device. With
+``config.torch_compile_learner`` the forward pass and losses run as one ``torch.compile``d program (its fused
+kernels, inside the captured graph on CUDA)."""
 
 from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import torch
@@ -45,6 +47,12 @@ def all_finite(tensors: list[torch.Tensor]) -> bool:
     found = torch.zeros(1, device=tensors[0].device)
     non_finite_check_and_unscale_(tensors, found, torch.ones(1, device=found.device))
     return not bool(found)
+
+
+def computes_pure_losses(learner_class: type) -> bool:
+    """Whether the learner's loss step is the pure ``member_losses`` (learners whose step has side effects override
+    ``compute_loss_for_module`` instead): what a population vmaps and a compiled learner compiles."""
+    return learner_class.member_losses is not OfflineSafeTorchLearner.member_losses
 
 
 def total_loss(terms: Mapping[str, torch.Tensor]) -> torch.Tensor:
@@ -124,6 +132,15 @@ class OfflineSafeTorchLearner(UpdateStepHook, TorchLearner, OfflineSafeLearner):
         side effects overrides ``compute_loss_for_module`` instead, and cannot train as a population."""
         raise NotImplementedError(f"{type(self).__name__} computes its losses in compute_loss_for_module")
 
+    def module_losses(self, module: torch.nn.Module, batch: dict,
+                      hyperparameters: Mapping[str, torch.Tensor] | None = None, *, config: Any
+                      ) -> dict[str, torch.Tensor]:
+        """``module.forward_train`` followed by ``member_losses``: one gradient step's loss terms as a pure function
+        of the module's parameters and the minibatch, which a compiled learner compiles as one program and a
+        population vmaps over its members."""
+        own = (hyperparameters,) if hyperparameters else ()  # only learners whose configs declare some take them
+        return self.member_losses(module.forward_train(batch), batch, config, *own)
+
     @override(TorchLearner)
     def compute_loss_for_module(self, *, module_id: str, config: Any, batch: dict, fwd_out: dict) -> torch.Tensor:
         """The sum of ``member_losses`` (``total_loss``), which are kept for the update call's metrics
@@ -175,7 +192,31 @@ class OfflineSafeTorchLearner(UpdateStepHook, TorchLearner, OfflineSafeLearner):
         for "bf16" on CUDA (the backward pass and the optimisers are on none of autocast's lists: their arithmetic
         follows the forward pass's dtypes and stays float32 for the parameters)."""
         with autocast(self.config.matmul_precision, self.device):
-            return self.rllib_update_step(minibatch)
+            if self._compiled_losses is None:
+                return self.rllib_update_step(minibatch)
+            return self._compiled_update_step(minibatch)
+
+    @functools.cached_property
+    def _compiled_losses(self) -> Callable[[dict], dict[str, torch.Tensor]] | None:
+        """``module_losses`` compiled as one program (``fullgraph``, static shapes) when the config asks for
+        ``torch_compile_learner``, the losses are pure (``computes_pure_losses``) and one learner trains; None
+        otherwise, where RLlib's compile of ``forward_train`` alone applies (DDP-wrapped modules break graphs)."""
+        if not (self.config.torch_compile_learner and computes_pure_losses(type(self))
+                and self.config.num_learners <= 1):
+            return None
+        module = self.module[DEFAULT_MODULE_ID]
+        config = self.config.get_config_for_module(DEFAULT_MODULE_ID)
+        return torch.compile(functools.partial(self.module_losses, module, config=config), fullgraph=True,
+                             dynamic=False)
+
+    def _compiled_update_step(self, minibatch: dict[str, Any]) -> tuple[Any, Any, Any]:
+        """RLlib's torch update step (losses, backward, ``apply_gradients``) with the forward pass and losses as the
+        one compiled program of ``_compiled_losses``."""
+        losses = self._compiled_losses(minibatch[DEFAULT_MODULE_ID])
+        self.record_losses(DEFAULT_MODULE_ID, losses)
+        loss_per_module = {DEFAULT_MODULE_ID: total_loss(losses)}
+        self.apply_gradients(self.postprocess_gradients(self.compute_gradients(loss_per_module)))
+        return {}, loss_per_module, {}
 
     @override(TorchLearner)
     def set_state(self, state: dict[str, Any]) -> None:

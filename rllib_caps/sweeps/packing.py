@@ -23,7 +23,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rllib_caps.algorithms.registry import COST_LIMIT_AXIS, get_algorithm
-from rllib_caps.core.population import MEMBER_SETTINGS, forms_populations
+from rllib_caps.core.population import MEMBER_SETTINGS
+from rllib_caps.core.torch_learner import computes_pure_losses
 from rllib_caps.report.records import MEMBERS, member_name
 from rllib_caps.sweeps.options import SweepOptions
 
@@ -70,7 +71,7 @@ def samples_per_population(options: SweepOptions, concurrency: int, cluster_cpus
 
 def packable(algo: str) -> bool:
     """Whether ``algo``'s trials can train as a population (its learner's loss step is pure)."""
-    return forms_populations(get_algorithm(algo).config_class().get_default_learner_class())
+    return computes_pure_losses(get_algorithm(algo).config_class().get_default_learner_class())
 
 
 def packed_variants(variants: Sequence[Mapping[str, Any]], seeds: Sequence[int], max_members: int | None = None

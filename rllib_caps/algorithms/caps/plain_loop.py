@@ -34,14 +34,12 @@ class PlainLoop:
         self.dataset = TransitionDataset.from_parquet(config.input_, device=device)
         self.generator = torch.Generator(device=device).manual_seed(seed)
         self.settings = config.loss_settings()
-        forward = self.module.forward_train  # compiled as RLlib's torch_compile_learner compiles it
-        self.forward_train = torch.compile(forward) if config.torch_compile_learner else forward
 
     def __call__(self, n: int) -> None:
         for _ in range(n):
             batch = caps_minibatch(self.dataset, self.config.train_batch_size_per_learner, self.generator, self.config)
             with autocast(self.config.matmul_precision, self.generator.device):
-                losses = BACKBONE_LOSSES[self.config.backbone](self.forward_train(batch), batch, self.settings)
+                losses = BACKBONE_LOSSES[self.config.backbone](self.module.forward_train(batch), batch, self.settings)
             for optimizer in self.optimizers:
                 optimizer.zero_grad(set_to_none=True)
             sum(losses.values()).backward()
