@@ -22,7 +22,7 @@ from rllib_caps.core.ray_internals import non_finite_check_and_unscale_
 
 class NonFiniteSkip:
     """Skips, on the device, a step whose gradients are not all finite: ``check(grads)`` sets the ``found_inf``
-    flag that fused Adam optimisers (``rllib_caps.core.optim.adam(fused=True)``, given to ``attach``) read to skip
+    flag that fused Adam optimisers (``rllib_caps.core.optim.adam`` on CUDA, given to ``attach``) read to skip
     their update, and counts such steps in ``skipped`` (read once per update call, not per step: no host sync)."""
 
     def __init__(self, device: torch.device | str) -> None:

@@ -102,7 +102,7 @@ class Population:
         self._share_storage()
         names = {id(p): name for name, p in self.members[0].named_parameters()}
         self.device = device = next(iter(self.params.values())).device
-        self.optimizers = {group: adam([self.params[names[id(p)]] for p in params], lr, fused=device.type == "cuda")
+        self.optimizers = {group: adam([self.params[names[id(p)]] for p in params], lr)
                            for group, (params, lr) in optimizer_groups.items()}
         self.non_finite = None
         if captured:  # the step replays as a CUDA graph; non-finite steps are skipped on the device

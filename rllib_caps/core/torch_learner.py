@@ -117,7 +117,7 @@ class OfflineSafeTorchLearner(UpdateStepHook, TorchLearner, OfflineSafeLearner):
         decay = weight_decay or {}
         for name, (net, lr) in groups.items():
             params = list(net.parameters()) if isinstance(net, torch.nn.Module) else list(net)
-            optimizers[name] = adam(params, lr, weight_decay=decay.get(name), fused=self.device.type == "cuda")
+            optimizers[name] = adam(params, lr, weight_decay=decay.get(name))
             self.register_optimizer(module_id=module_id, optimizer_name=name, optimizer=optimizers[name],
                                     params=params, lr_or_lr_schedule=None if name in unscheduled else lr)
         return optimizers

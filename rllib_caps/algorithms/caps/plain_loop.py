@@ -29,7 +29,7 @@ class PlainLoop:
         if initial_state is not None:
             self.module.load_state_dict(initial_state)
         self.module.to(device)
-        self.optimizers = [adam(params, lr, fused=torch.device(device).type == "cuda")  # as the learner's
+        self.optimizers = [adam(params, lr)  # as the learner's
                            for params, lr in optimizer_groups(self.module, config).values()]
         self.dataset = TransitionDataset.from_parquet(config.input_, device=device)
         self.generator = torch.Generator(device=device).manual_seed(seed)
