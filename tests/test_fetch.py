@@ -173,7 +173,10 @@ def test_ctrl_c_mid_download_keeps_the_finished_tasks_and_leaves_no_ray_process(
     out = tmp_path / "data"
     held = {dataset_file_name("DroneRun"): Fault(hold=downloading)}
     with ray_of_its_own("rayfet") as ray_tmp, HubServer(files, held) as hub:
-        env = {**os.environ, "HF_ENDPOINT": hub.url, "RAY_TMPDIR": ray_tmp, "RAY_AUTH_MODE": "disabled"}
+        # DroneRun's download stays held until the interrupt: under load the other two tasks' conversions can take
+        # longer than hub_env's 5 s download timeout, which would end the run before it could be interrupted.
+        env = {**os.environ, "HF_ENDPOINT": hub.url, "RAY_TMPDIR": ray_tmp, "RAY_AUTH_MODE": "disabled",
+               "HF_HUB_DOWNLOAD_TIMEOUT": "600"}
         process = subprocess.Popen([sys.executable, "-m", "data_conversion.fetch", "--tasks", ",".join(TASKS),
                                     "--out", str(out)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                    text=True, start_new_session=True)
