@@ -162,6 +162,13 @@ def test_interrupted_download_resumes_and_mismatched_files_are_refused(tmp_path:
                                                                                .hexdigest()).exists()
 
 
+def _as_from_a_terminal() -> None:
+    """A child's SIGINT as a shell gives it: delivered (not blocked) and not ignored, whatever the test process's
+    threads and earlier tests left in the state a child inherits across exec."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)  # Ray's start-up in the fetch process takes minutes on a loaded 2-core machine
 def test_ctrl_c_mid_download_keeps_the_finished_tasks_and_leaves_no_ray_process(
@@ -177,17 +184,24 @@ def test_ctrl_c_mid_download_keeps_the_finished_tasks_and_leaves_no_ray_process(
         # longer than hub_env's 5 s download timeout, which would end the run before it could be interrupted.
         env = {**os.environ, "HF_ENDPOINT": hub.url, "RAY_TMPDIR": ray_tmp, "RAY_AUTH_MODE": "disabled",
                "HF_HUB_DOWNLOAD_TIMEOUT": "600"}
+        inherited = f"the test process's SIGINT: {signal.getsignal(signal.SIGINT)}, blocked: " \
+                    f"{signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])}"
         process = subprocess.Popen([sys.executable, "-m", "data_conversion.fetch", "--tasks", ",".join(TASKS),
                                     "--out", str(out)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   text=True, start_new_session=True)
+                                   text=True, start_new_session=True, preexec_fn=_as_from_a_terminal)
         deadline = time.monotonic() + 400
         while not (all((out / t / "metadata.json").is_file() for t in ("BallCircle", "CarRun"))
                    and ("GET", dataset_file_name("DroneRun"), None) in hub.requests):
             assert process.poll() is None and time.monotonic() < deadline, process.communicate()
             time.sleep(0.2)
         os.killpg(process.pid, signal.SIGINT)
-        _, stderr = process.communicate(timeout=150)
-        downloading.set()
+        try:
+            _, stderr = process.communicate(timeout=150)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            pytest.fail(f"no exit 150 s after SIGINT ({inherited}):\n{process.communicate()[1][-3000:]}")
+        finally:
+            downloading.set()
     assert process.returncode == 130, stderr[-3000:]
     assert f"interrupted (SIGINT): every task finished so far is complete in {out}" in stderr
     assert sorted(p.name for p in out.iterdir()) == ["BallCircle", "CarRun"]  # no DroneRun, no temporary directory
