@@ -17,6 +17,7 @@ import torch
 from rllib_caps.algorithms.registry import build_config
 from rllib_caps.bench import local_learner
 from rllib_caps.core.learner import STEPS_PER_CALL
+from rllib_caps.sweeps.packing import packable
 
 BUNDLED = Path(__file__).resolve().parents[1] / "datasets" / "BallCircle"
 ON_GPU = {"num_gpus_per_learner": 1}
@@ -86,7 +87,7 @@ def test_captured_steps_train_as_the_eager_steps_do(algo: str, settings: dict) -
     _assert_trains_as_the_eager_learner(algo, {**settings, "captured_step": True}, ON_GPU)
 
 
-COMPILABLE = [(algo, settings) for algo, settings in CAPTURABLE if algo not in ("bearl", "cpq")]  # pure losses
+COMPILABLE = [(algo, settings) for algo, settings in CAPTURABLE if packable(algo)]  # pure losses: compiled whole
 
 
 @pytest.mark.slow
