@@ -23,7 +23,7 @@ quickstart: setup
 
 test: setup
 	$(PY) -m ruff check .
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25
 
 lint: setup
 	$(PY) -m ruff check .

@@ -231,7 +231,9 @@ def _parser() -> argparse.ArgumentParser:
                              "URL_PREFIX: an http(s) mirror serving PREFIX/<DSRL file name>")
     parser.add_argument("--jobs", type=int, metavar="N",
                         help="at most N tasks at once [as many as Ray's CPUs and memory allow]")
-    parser.add_argument("--address", help="join this Ray cluster (e.g. auto) instead of starting a local one")
+    parser.add_argument("--address", default=os.environ.get("RAY_ADDRESS") or None,
+                        help="join this Ray cluster (e.g. auto) instead of starting a local one [$RAY_ADDRESS, as "
+                             "ray.init reads it; unset: a new local Ray]")
     return parser
 
 

@@ -161,7 +161,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "sample's β and λ_k its members' own [the samples spread evenly over the trials that run at "
                         f"once, at most {MAX_MEMBERS} members per population]")
     g = p.add_argument_group("cluster and resources")
-    g.add_argument("--address", help="join this Ray cluster (e.g. auto or ray://host:10001) instead of starting one")
+    g.add_argument("--address", default=os.environ.get("RAY_ADDRESS") or None,
+                   help="join this Ray cluster (e.g. auto or ray://host:10001) instead of starting one [$RAY_ADDRESS, "
+                        "as ray.init reads it; unset: a new local Ray]")
     g.add_argument("--dashboard", action="store_true", default=None,
                    help="start local Ray with the dashboard and print its URL and how to log in")
     g.add_argument("--num-gpus", type=option_type("num_gpus"),

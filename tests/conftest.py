@@ -1,17 +1,80 @@
-"""Shared fixtures: one real local Ray per test session for the integration tests."""
+"""Shared fixtures (one real local Ray per test session for the integration tests) and the suite's time budget.
+
+The budget (docs/testing.md): every test, setup and teardown included, takes at most ``TEST_BUDGET_S`` on the
+2-core machine, unloaded, except the few named in ``LONG_TESTS`` with the reason and a budget of their own. A test
+that takes longer than its budget times ``LOAD_MARGIN`` fails, named, at its teardown: the margin is there so that
+load alone does not trip the guard, and a test that needs it is a test to make cheaper.
+"""
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import pytest
 import torch
+
+pytest_plugins = ["pytester"]  # tests/test_budget.py runs the guard below on a suite of its own
 
 os.environ.setdefault("DSRL_SUPPRESS_IMPORT_ERROR", "1")
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 # One intra-op thread: with 2 cores shared by Ray workers and simulators, torch's OpenMP threads
 # spin against each other (a 256x128 matmul measured 50x slower with 2 threads under load).
 torch.set_num_threads(1)
+
+TEST_BUDGET_S = float(os.environ.get("RLLIB_CAPS_TEST_BUDGET_S", "60"))
+LOAD_MARGIN = float(os.environ.get("RLLIB_CAPS_TEST_LOAD_MARGIN", "2"))
+
+
+@dataclass(frozen=True)
+class LongTest:
+    budget_s: float
+    reason: str
+
+
+# Node-id prefixes (a test and all its parameters) -> their own budget and why they cannot be cheaper. At most 10.
+LONG_TESTS: dict[str, LongTest] = {
+    "tests/test_docs.py::test_docs_run_as_printed": LongTest(
+        420, "every block of one page as printed, CLIs that each start a Ray, trainings and sweeps among them"),
+}
+
+
+def budget_of(nodeid: str) -> tuple[float, str | None]:
+    """The budget of the test ``nodeid`` and, for a listed one, the prefix that lists it."""
+    for prefix, long_test in LONG_TESTS.items():
+        if nodeid == prefix or nodeid.startswith((prefix + "[", prefix + "::")):
+            return long_test.budget_s, prefix
+    return TEST_BUDGET_S, None
+
+
+_TIMES: dict[str, float] = {}
+_OVER: list[tuple[str, float, float]] = []  # (nodeid, seconds, budget) of tests over budget, within the margin
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    outcome = yield
+    report = outcome.get_result()
+    _TIMES[item.nodeid] = _TIMES.get(item.nodeid, 0.0) + call.duration
+    if report.when != "teardown":
+        return
+    took = _TIMES.pop(item.nodeid)
+    budget, _ = budget_of(item.nodeid)
+    if took <= budget:
+        return
+    if took <= budget * LOAD_MARGIN:
+        _OVER.append((item.nodeid, took, budget))
+        return
+    report.outcome = "failed"
+    report.longrepr = (f"{item.nodeid} took {took:.0f} s, over its {budget:g} s budget times the load margin "
+                       f"{LOAD_MARGIN:g} ({budget * LOAD_MARGIN:.0f} s): make it cheaper (docs/testing.md), or name "
+                       "it in tests/conftest.py's LONG_TESTS with the reason")
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for nodeid, took, budget in _OVER:
+        terminalreporter.write_line(f"over budget (within the load margin): {nodeid} took {took:.0f} s of "
+                                    f"{budget:.0f} s", yellow=True)
 
 
 @pytest.fixture(scope="session")

@@ -92,7 +92,9 @@ COMPILABLE = [(algo, settings) for algo, settings in CAPTURABLE if packable(algo
 
 @pytest.mark.slow
 def test_a_compiled_learner_trains_as_the_eager_one_does() -> None:
-    _assert_trains_as_the_eager_learner("caps", {"heads": 3, "compile": True}, {})
+    """On CPU the forward pass and losses are captured as one ``fullgraph`` program with ``aot_eager`` (the same
+    capture, forward and backward, without generating C++ kernels); the CUDA tests below compile with inductor."""
+    _assert_trains_as_the_eager_learner("caps", {"heads": 3, "compile": True, "compile_backend": "aot_eager"}, {})
 
 
 def test_learners_whose_losses_have_side_effects_compile_only_their_forward_pass() -> None:

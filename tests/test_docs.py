@@ -1,6 +1,9 @@
-"""The docs run as printed: every ```bash and ```python block of README.md and docs/*.md, in order, twice (a
-second run must work too), in a copy of the repository, at tiny sizes through ``RLLIB_CAPS_SMOKE_TEST=1``
-(README, "Tests"). A block preceded by ``<!-- docs-test: skip -- REASON -->`` is not run; it must say why."""
+"""The docs run as printed: every ```bash and ```python block of README.md and of each docs/*.md page, in order, in
+a copy of the repository, at tiny sizes through ``RLLIB_CAPS_SMOKE_TEST=1`` (README, "Tests"); one test per page.
+A block preceded by ``<!-- docs-test: skip -- REASON -->`` is not run; it must say why. A block whose second run
+is promised (a sweep that finds itself finished, a fetch that finds its datasets up to date, an ``--out`` that
+``--force`` replaces) is preceded by ``<!-- docs-test: twice -- REASON -->``: after the page's blocks, those run
+again, in order, and must work too."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +20,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-BLOCK = re.compile(r"(?:<!-- docs-test: skip -- (?P<reason>[^\n]*?) -->\n)?"
+BLOCK = re.compile(r"(?:<!-- docs-test: (?P<mark>skip|twice) -- (?P<reason>[^\n]*?) -->\n)?"
                    r"```(?P<lang>bash|python|sh)\n(?P<code>.*?)```", re.DOTALL)
 
 
@@ -25,24 +29,22 @@ class Block:
     source: str  # file:line
     lang: str
     code: str
-    skip_reason: str | None
+    mark: str | None  # "skip" or "twice"
+    reason: str | None
 
 
-def blocks() -> list[Block]:
-    found = []
-    for doc in DOCS:
-        text = doc.read_text()
-        for m in BLOCK.finditer(text):
-            line = text[:m.start("code")].count("\n")
-            found.append(Block(f"{doc.relative_to(ROOT)}:{line}", m["lang"], m["code"], m["reason"]))
-    return found
+def blocks(doc: Path) -> list[Block]:
+    text = doc.read_text()
+    return [Block(f"{doc.relative_to(ROOT)}:{text[:m.start('code')].count(chr(10))}", m["lang"], m["code"], m["mark"],
+                  m["reason"]) for m in BLOCK.finditer(text)]
 
 
-def test_every_skipped_block_says_why() -> None:
-    all_blocks = blocks()
+def test_every_marked_block_says_why() -> None:
+    all_blocks = [block for doc in DOCS for block in blocks(doc)]
     assert len(all_blocks) >= 5, "the block parser found too few blocks"
+    assert any(block.mark == "twice" for block in all_blocks)
     for block in all_blocks:
-        assert block.skip_reason is None or len(block.skip_reason.strip()) > 10, block.source
+        assert block.mark is None or len(block.reason.strip()) > 10, block.source
 
 
 def _copy_repository(dest: Path) -> None:
@@ -57,19 +59,31 @@ def _copy_repository(dest: Path) -> None:
     (dest / ".venv").symlink_to(ROOT / ".venv")
 
 
+def run_block(block: Block, repo: Path, env: dict[str, str], attempt: str) -> None:
+    argv = ["bash", "-euo", "pipefail", "-c", block.code] if block.lang in ("bash", "sh") else \
+        [sys.executable, "-c", block.code]
+    start = time.monotonic()
+    done = subprocess.run(argv, cwd=repo, env=env, capture_output=True, text=True, timeout=900)
+    print(f"{attempt}: {block.source} took {time.monotonic() - start:.1f} s")  # shown with -s, or on a failure
+    assert done.returncode == 0, (f"{attempt}: {block.source} exited {done.returncode}\n{block.code}\n"
+                                  f"--- stdout\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-3000:]}")
+
+
 @pytest.mark.slow
-@pytest.mark.timeout(2700)  # every block twice, sweeps among them: 12 min a pass on the loaded 2-core machine
-def test_docs_run_as_printed_twice(tmp_path: Path) -> None:
+@pytest.mark.parametrize("doc", [d for d in DOCS if any(b.mark != "skip" for b in blocks(d))],
+                         ids=lambda doc: doc.name)
+def test_docs_run_as_printed(ray_address: str, tmp_path: Path, doc: Path) -> None:
+    """The commands join the session's Ray through ``RAY_ADDRESS`` (as ``ray.init`` and the CLIs' ``--address``
+    default read it) instead of each starting one; the tests of signals and of ``tests/test_interrupts.py`` start
+    Rays of their own."""
     repo = tmp_path / "repo"
     _copy_repository(repo)
     bin_dir = str(Path(sys.executable).parent)
     env = {**os.environ, "RLLIB_CAPS_SMOKE_TEST": "1", "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-           "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(repo)}
-    runnable = [b for b in blocks() if b.skip_reason is None]
-    for attempt in ("first run", "second run"):
-        for block in runnable:
-            argv = ["bash", "-euo", "pipefail", "-c", block.code] if block.lang in ("bash", "sh") else \
-                [sys.executable, "-c", block.code]
-            done = subprocess.run(argv, cwd=repo, env=env, capture_output=True, text=True, timeout=900)
-            assert done.returncode == 0, (f"{attempt}: {block.source} exited {done.returncode}\n{block.code}\n"
-                                          f"--- stdout\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-3000:]}")
+           "RAY_ADDRESS": ray_address, "PYTHONPATH": str(repo)}
+    runnable = [b for b in blocks(doc) if b.mark != "skip"]
+    for block in runnable:
+        run_block(block, repo, env, "first run")
+    for block in runnable:
+        if block.mark == "twice":
+            run_block(block, repo, env, "second run")

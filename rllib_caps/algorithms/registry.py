@@ -25,9 +25,12 @@ SETTING_ALIASES = {
     "eval_every": "evaluation_every",
     "thresholds": "evaluation_thresholds",
     "compile": "torch_compile_learner",
+    "compile_backend": "torch_compile_learner_dynamo_backend",
 }
 EVALUATION_SETTINGS = ("evaluation_duration", "evaluation_num_env_runners", "evaluation_thresholds", "evaluation_every")
-FRAMEWORK_SETTINGS = ("torch_compile_learner",)  # opt-in torch.compile of the learner's forward_train
+# Opt-in torch.compile of the learner's forward pass and losses, and its backend (RLlib's default: inductor; the
+# tests' CPU compiles use aot_eager, the same fullgraph capture without generating C++ kernels).
+FRAMEWORK_SETTINGS = ("torch_compile_learner", "torch_compile_learner_dynamo_backend")
 
 
 COST_LIMIT_AXIS = "cost_limit"  # the sweep axis of per-threshold algorithms: the task's three thresholds

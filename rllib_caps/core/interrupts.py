@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
+from rllib_caps.utils.smoke import SMOKE_TEST_ENV, smoke_test
+
 EXIT_STATUS = {signal.SIGINT: 130, signal.SIGTERM: 143}  # 128 + the signal's number, as shells report it
 
 
@@ -101,9 +103,13 @@ def tune_stops_on_interrupt() -> Iterator[DeferredInterrupt]:
 
 def init_ray(**options: Any) -> Any:
     """``ray.init(**options)``, keeping the SIGTERM handler in force before it: Ray's driver installs a handler of
-    its own that aborts the process (exit -6) instead of letting ``interruptible`` shut Ray down."""
+    its own that aborts the process (exit -6) instead of letting ``interruptible`` shut Ray down. With
+    ``RLLIB_CAPS_SMOKE_TEST`` set, the job's workers get it too: on a cluster this process joins, they have the
+    environment their node started with, not this one's."""
     import ray
 
+    if smoke_test():
+        options.setdefault("runtime_env", {"env_vars": {SMOKE_TEST_ENV: os.environ[SMOKE_TEST_ENV]}})
     handler = signal.getsignal(signal.SIGTERM)
     context = ray.init(**options)
     signal.signal(signal.SIGTERM, handler)

@@ -92,7 +92,7 @@ class Population:
                  optimizer_groups: Mapping[str, tuple[Sequence[nn.Parameter], float]], tau: float,
                  target_pairs: Sequence[tuple[str, str]], generators: Sequence[torch.Generator] = (),
                  hyperparameters: Mapping[str, torch.Tensor] | None = None, captured: bool = False,
-                 compiled: bool = False, precision: str = DEFAULT_MATMUL_PRECISION) -> None:
+                 compile_backend: str | None = None, precision: str = DEFAULT_MATMUL_PRECISION) -> None:
         if len(members) != len(samplers) or not members:
             raise ValueError(f"a population needs one sampler per member, got {len(members)} members and "
                              f"{len(samplers)} samplers")
@@ -118,9 +118,9 @@ class Population:
                 step, ({f"module.{n}": p for n, p in params.items()}, {f"module.{n}": b for n, b in buffers.items()}),
                 (batch, hyperparameters)),
             randomness="error")  # every random draw comes from the members' samplers, none from torch's global one
-        self.compiled = compiled
-        if compiled:  # one fused program for the vmapped forward pass and losses, and one for their backward pass
-            self._losses = torch.compile(self._losses, fullgraph=True, dynamic=False)
+        self.compiled = compile_backend is not None
+        if self.compiled:  # one fused program for the vmapped forward pass and losses, and one for their backward pass
+            self._losses = torch.compile(self._losses, fullgraph=True, dynamic=False, backend=compile_backend)
 
     @classmethod
     def of_learners(cls, learners: Sequence[Any], captured: bool = False) -> Population:
@@ -156,7 +156,8 @@ class Population:
                                                         if isinstance(modules[0], TargetNetworkAPI) else ())],
                    generators=[learner._generator for learner in learners],
                    hyperparameters=member_hyperparameters(configs, first.device), captured=captured,
-                   compiled=bool(config.torch_compile_learner), precision=config.matmul_precision)
+                   compile_backend=(config.torch_compile_learner_dynamo_backend if config.torch_compile_learner
+                                    else None), precision=config.matmul_precision)
 
     def save_optimizer_states(self, learners: Sequence[Any]) -> None:
         """Writes each member's slice of the population's Adam states into its own learner's optimisers (the

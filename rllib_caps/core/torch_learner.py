@@ -207,7 +207,8 @@ class OfflineSafeTorchLearner(UpdateStepHook, TorchLearner, OfflineSafeLearner):
         module = self.module[DEFAULT_MODULE_ID]
         config = self.config.get_config_for_module(DEFAULT_MODULE_ID)
         return torch.compile(functools.partial(self.module_losses, module, config=config), fullgraph=True,
-                             dynamic=False)
+                             dynamic=False, backend=self.config.torch_compile_learner_dynamo_backend,
+                             mode=self.config.torch_compile_learner_dynamo_mode)
 
     def _compiled_update_step(self, minibatch: dict[str, Any]) -> tuple[Any, Any, Any]:
         """RLlib's torch update step (losses, backward, ``apply_gradients``) with the forward pass and losses as the
