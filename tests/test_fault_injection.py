@@ -29,6 +29,7 @@ from rllib_caps.algorithms.registry import build_config, get_algorithm
 from rllib_caps.report import load_trials, write_report
 from rllib_caps.sweeps.options import SweepOptions
 from rllib_caps.sweeps.runner import run_sweep
+from rllib_caps.sweeps.state_backup import KEPT_CHECKPOINTS
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLED = ROOT / "datasets" / "BallCircle"
@@ -193,17 +194,31 @@ def test_a_driver_killed_at_any_point_is_finished_by_resume_without_rerunning_a_
     assert len(json.loads((report.out_dir / "cost_limits.json").read_text())) == 2  # the two intact checkpoints
 
 
-def kept_state_names_a_deleted_checkpoint(experiment: Path) -> bool:
-    """Whether the copy of Tune's state (``.last_good_state.pkl``) names a checkpoint that Tune has deleted
-    since (its checkpoint managers are pickles, stored in the state as hex; the paths appear in them)."""
+def kept_checkpoint_names(experiment: Path) -> set[str]:
+    """The checkpoints (``checkpoint_NNNNNN``) that the copy of Tune's state (``.last_good_state.pkl``) names (its
+    checkpoint managers are pickles, stored in the state as hex; the paths appear in them)."""
     try:
         state = pickle.loads((experiment / ".last_good_state.pkl").read_bytes())
     except (OSError, pickle.UnpicklingError, EOFError):
-        return False
+        return set()
     experiment_state = next(data for name, data in state.items() if name.startswith("experiment_state-"))
-    names = {name.decode() for hexed in re.findall(rb"[0-9a-f]{64,}", experiment_state)
-             for name in re.findall(rb"checkpoint_\d{6}", bytes.fromhex(hexed[: len(hexed) // 2 * 2].decode()))}
-    return any(not any(experiment.glob(f"[!.]*/{name}")) for name in names)
+    return {name.decode() for hexed in re.findall(rb"[0-9a-f]{64,}", experiment_state)
+            for name in re.findall(rb"checkpoint_\d{6}", bytes.fromhex(hexed[: len(hexed) // 2 * 2].decode()))}
+
+
+def kept_state_names_a_deleted_checkpoint(experiment: Path) -> bool:
+    """Whether the copy of Tune's state names a checkpoint that Tune has deleted since."""
+    return any(not any(experiment.glob(f"[!.]*/{name}")) for name in kept_checkpoint_names(experiment))
+
+
+def wait_for(reached: Callable[[], bool], process: subprocess.Popen, log: Path, seconds: float = 300) -> None:
+    """Polls ``reached()`` until it holds; fails, with the log's end, if ``process`` ends first or after
+    ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while not reached():
+        assert process.poll() is None, f"the sweep ended first: {log.read_text()[-3000:]}"
+        assert time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(0.1)
 
 
 @pytest.mark.timeout(600)
@@ -211,16 +226,35 @@ def test_a_trial_whose_kept_checkpoint_was_rotated_out_continues_from_it_after_a
         ray_address: str, tmp_path: Path) -> None:
     """What a full ``--storage`` leaves: Tune's state truncated, and the last good copy of it naming a checkpoint
     that Tune has since rotated out (``num_to_keep=2``). ``--resume`` puts that checkpoint back (the copy kept
-    hard links to it) with the state, and the trial ends exactly as an uninterrupted run. The trial is long
-    enough (100 iterations, a checkpoint each) to outlast a few copies of the state (one every 5 s)."""
-    training = {**TINY_TRAINING, "steps": 3000, "thresholds": [20]}
+    hard links to it) with the state, and the trial ends exactly as an uninterrupted run.
+
+    The moment is made, not waited for: the trial's worker is stopped (SIGSTOP) once Tune has registered its first
+    checkpoint, until the copy of Tune's state names its checkpoints, then continued; two checkpoints later Tune
+    rotates the oldest of them out, and the driver is killed."""
+    training = {**TINY_TRAINING, "steps": 600, "thresholds": [20]}
     config = tmp_path / "sweep.yaml"
     config.write_text(yaml.safe_dump({"tasks": "BallCircle", "seeds": [0], "data_root": str(BUNDLED.parent),
                                       "storage": str(tmp_path), "name": "rotated", "checkpoint_every": 1,
                                       "training": training}))
     command = [sys.executable, "-m", "rllib_caps.tune", "--config", str(config), "--address", ray_address]
     experiment = tmp_path / "rotated"
-    kill_when(command, tmp_path / "killed.log", lambda: kept_state_names_a_deleted_checkpoint(experiment))
+    log = tmp_path / "killed.log"
+    with log.open("w") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env(),
+                                   start_new_session=True)
+        try:
+            # Tune registered the first checkpoint (StateBackup linked it as it did): stop the trial there
+            wait_for(lambda: any((experiment / KEPT_CHECKPOINTS).glob("*/checkpoint_000000")), process, log)
+            stopped = trial_processes()
+            for pid in stopped:
+                os.kill(pid, signal.SIGSTOP)
+            wait_for(lambda: bool(kept_checkpoint_names(experiment)), process, log)
+            for pid in stopped:
+                os.kill(pid, signal.SIGCONT)
+            wait_for(lambda: kept_state_names_a_deleted_checkpoint(experiment), process, log)
+        finally:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
     for state in experiment.glob("experiment_state-*.json"):
         state.write_bytes(state.read_bytes()[: state.stat().st_size // 2])  # as a full disk truncates it
     resumed = subprocess.run([*command, "--resume"], capture_output=True, text=True, cwd=ROOT, env=env(),
