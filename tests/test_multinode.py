@@ -4,6 +4,7 @@ without rerunning the trials that had finished."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -17,6 +18,32 @@ from sim_datasets import make_data_root
 
 from rllib_caps.report.records import load_trials
 from rllib_caps.sweeps.trials import trial_class
+
+
+def _finished_in_results(experiment: Path) -> int:
+    """How many trials have written their last result (``done``) to their ``result.json``."""
+    finished = 0
+    for results in experiment.glob("*/result.json"):
+        lines = results.read_text().splitlines()
+        try:
+            finished += bool(lines) and json.loads(lines[-1]).get("done") is True
+        except json.JSONDecodeError:  # being written
+            continue
+    return finished
+
+
+def _sweep_trial_processes() -> list[int]:
+    """PIDs of the Ray workers that run sweep trials (``ray::SweepTrial...``), on both nodes of this machine."""
+    lines = subprocess.run(["ps", "-eww", "-o", "pid=,args="], capture_output=True, text=True).stdout.splitlines()
+    return [int(line.split(None, 1)[0]) for line in lines
+            if line.split(None, 1)[1].startswith(f"ray::{trial_class().__name__}")]
+
+
+def _continue(stopped: list[int]) -> None:
+    """SIGCONT to the stopped processes still alive."""
+    for pid in stopped:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
 
 
 def _terminated_in_state(experiment: Path) -> set[str]:
@@ -46,24 +73,33 @@ def test_two_node_sweep_uses_both_nodes_and_resumes_after_the_driver_is_killed(
     node_args = {"num_cpus": 1, "object_store_memory": 100 * 2**20}
     cluster = Cluster(initialize_head=True, head_node_args={**node_args, "include_dashboard": False})
     worker = cluster.add_node(**node_args)
-    driver = None
+    driver, stopped = None, []
     try:
         cluster.wait_for_nodes()
-        # Tune saves its experiment state every 10 s by default: all three trials could finish between two saves,
-        # leaving no moment with some but not all of them recorded as finished. Save it every second.
+        # Tune saves its experiment state every 10 s or more by default; every second, the test sees a finished trial
+        # recorded sooner. (The moment itself does not depend on it: see below.)
         env = {**os.environ, "PYTHONPATH": str(Path.cwd()), "TUNE_GLOBAL_CHECKPOINT_S": "1"}
         command = [sys.executable, "-m", "rllib_caps.tune", "--tasks", "BallCircle", "--seeds", "0", "10", "20",
                    "--heads", "2", "--data-root", str(data_root), "--storage", str(storage), "--name", "multi",
                    "--address", cluster.address, "--cpus-per-trial", "1", "--checkpoint-every", "1"]
         experiment = storage / "multi"
         driver = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # The moment is made, not waited for: once a trial has written its last result, the trial workers are
+        # stopped (SIGSTOP; the third trial runs in a finished trial's worker, which Tune reuses), so no other trial
+        # can finish until Tune's saved state records the finished one(s); then the driver is killed.
         deadline = time.monotonic() + 600
-        while not _terminated_in_state(experiment) and driver.poll() is None and time.monotonic() < deadline:
-            time.sleep(1)
-        assert driver.poll() is None, "the sweep ended before the driver could be killed"
-        assert _terminated_in_state(experiment), "no trial finished in time"
+        while not _finished_in_results(experiment):
+            assert driver.poll() is None and time.monotonic() < deadline, "no trial finished before the sweep ended"
+            time.sleep(0.2)
+        stopped = _sweep_trial_processes()
+        for pid in stopped:
+            os.kill(pid, signal.SIGSTOP)
+        while not _terminated_in_state(experiment):
+            assert driver.poll() is None and time.monotonic() < deadline, "Tune's state recorded no finished trial"
+            time.sleep(0.2)
         driver.send_signal(signal.SIGKILL)
         driver.wait()
+        _continue(stopped)
         finished_ids = _terminated_in_state(experiment)
         finished_before = [r for r in load_trials(experiment)[0] if r.trial_dir.name.endswith(tuple(finished_ids))]
         lines_before = {r.trial_dir.name: len((r.trial_dir / "result.json").read_text().splitlines())
@@ -83,6 +119,7 @@ def test_two_node_sweep_uses_both_nodes_and_resumes_after_the_driver_is_killed(
     finally:
         if driver is not None and driver.poll() is None:
             driver.kill()
+        _continue(stopped)
         cluster.shutdown()
 
 
