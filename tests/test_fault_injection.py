@@ -6,6 +6,7 @@ checkpoint is named and left out of the report; Ctrl+C or SIGTERM stops ``tune``
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pickle
@@ -135,18 +136,48 @@ def terminated_trials(experiment: Path) -> set[str]:
     return finished
 
 
-def kill_when(command: list[str], log: Path, reached: Callable[[], bool]) -> None:
-    """Runs ``command`` and SIGKILLs it (its process group) as soon as ``reached()``."""
+def finished_in_results(experiment: Path) -> int:
+    """How many trials have written their last result (``done``) to their ``result.json``."""
+    finished = 0
+    for results in experiment.glob("*/result.json"):
+        lines = results.read_text().splitlines()
+        try:
+            finished += bool(lines) and json.loads(lines[-1]).get("done") is True
+        except json.JSONDecodeError:  # being written
+            continue
+    return finished
+
+
+def continue_processes(stopped: list[int]) -> None:
+    """SIGCONT to those of the ``stopped`` processes that are still alive."""
+    for pid in stopped:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+
+
+def kill_when(command: list[str], log: Path, reached: Callable[[], bool],
+              stop_trials_when: Callable[[], bool] | None = None) -> None:
+    """Runs ``command`` and SIGKILLs it (its process group) as soon as ``reached()``. With ``stop_trials_when``,
+    the trial workers are stopped (SIGSTOP) as soon as that holds, so that no trial runs on while ``reached()`` is
+    waited for; they are continued after the kill."""
+    stopped: list[int] = []
     with log.open("w") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env(),
                                    start_new_session=True)
-        deadline = time.monotonic() + 400
-        while not reached():
-            assert process.poll() is None, f"the sweep ended before the kill: {log.read_text()[-3000:]}"
-            assert time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.1)
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+        try:
+            deadline = time.monotonic() + 400
+            while not reached():
+                assert process.poll() is None, f"the sweep ended before the kill: {log.read_text()[-3000:]}"
+                assert time.monotonic() < deadline, log.read_text()[-3000:]
+                if stop_trials_when is not None and not stopped and stop_trials_when():
+                    stopped = trial_processes()
+                    for pid in stopped:
+                        os.kill(pid, signal.SIGSTOP)
+                time.sleep(0.1)
+        finally:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            continue_processes(stopped)
 
 
 @pytest.mark.timeout(900)
@@ -172,11 +203,14 @@ def test_a_driver_killed_at_any_point_is_finished_by_resume_without_rerunning_a_
             if path.is_dir() and path.name.rsplit("_", 1)[-1] in terminated_trials(experiment):
                 kept.setdefault(path.name, (path / "result.json").read_bytes())
 
-    points = [("before any trial finished", lambda: experiment.is_dir(), 0, 0),
-              ("mid-sweep", lambda: 1 <= len(terminated_trials(experiment)) < 3, 1, 2),
-              ("after the last trial", lambda: len(terminated_trials(experiment)) == 3, 3, 3)]
-    for i, (point, reached, fewest, most) in enumerate(points):
-        kill_when(command + (["--resume"] if i else []), tmp_path / f"run{i}.log", reached)
+    # Mid-sweep, the moment is made: once a trial has written its last result, the trial workers are stopped, so no
+    # other trial can finish before Tune's state records that one (the next trial runs in its reused worker).
+    points = [("before any trial finished", lambda: experiment.is_dir(), None, 0, 0),
+              ("mid-sweep", lambda: 1 <= len(terminated_trials(experiment)),
+               lambda: finished_in_results(experiment) >= 1, 1, 2),
+              ("after the last trial", lambda: len(terminated_trials(experiment)) == 3, None, 3, 3)]
+    for i, (point, reached, stop_trials_when, fewest, most) in enumerate(points):
+        kill_when(command + (["--resume"] if i else []), tmp_path / f"run{i}.log", reached, stop_trials_when)
         assert fewest <= len(terminated_trials(experiment)) <= most, point
         finished_results_untouched()
     resumed = subprocess.run([*command, "--resume"], capture_output=True, text=True, cwd=ROOT, env=env(),

@@ -4,8 +4,6 @@ without rerunning the trials that had finished."""
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -15,49 +13,10 @@ from pathlib import Path
 
 import pytest
 from sim_datasets import make_data_root
+from test_fault_injection import continue_processes, finished_in_results, terminated_trials, trial_processes
 
 from rllib_caps.report.records import load_trials
 from rllib_caps.sweeps.trials import trial_class
-
-
-def _finished_in_results(experiment: Path) -> int:
-    """How many trials have written their last result (``done``) to their ``result.json``."""
-    finished = 0
-    for results in experiment.glob("*/result.json"):
-        lines = results.read_text().splitlines()
-        try:
-            finished += bool(lines) and json.loads(lines[-1]).get("done") is True
-        except json.JSONDecodeError:  # being written
-            continue
-    return finished
-
-
-def _sweep_trial_processes() -> list[int]:
-    """PIDs of the Ray workers that run sweep trials (``ray::SweepTrial...``), on both nodes of this machine."""
-    lines = subprocess.run(["ps", "-eww", "-o", "pid=,args="], capture_output=True, text=True).stdout.splitlines()
-    return [int(line.split(None, 1)[0]) for line in lines
-            if line.split(None, 1)[1].startswith(f"ray::{trial_class().__name__}")]
-
-
-def _continue(stopped: list[int]) -> None:
-    """SIGCONT to the stopped processes still alive."""
-    for pid in stopped:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGCONT)
-
-
-def _terminated_in_state(experiment: Path) -> set[str]:
-    """The trial ids that Tune's saved experiment state in ``experiment`` records as finished. Resume trusts this
-    state: a trial whose last result is written but whose state still says RUNNING is re-run from its checkpoint."""
-    terminated = set()
-    for state in experiment.glob("experiment_state*.json"):
-        try:
-            trials = json.loads(state.read_text())["trial_data"]
-        except (json.JSONDecodeError, KeyError):  # being written
-            continue
-        terminated |= {t["trial_id"] for t in map(json.loads, (entry[0] for entry in trials))
-                       if t.get("status") == "TERMINATED"}
-    return terminated
 
 
 @pytest.mark.slow
@@ -88,19 +47,19 @@ def test_two_node_sweep_uses_both_nodes_and_resumes_after_the_driver_is_killed(
         # stopped (SIGSTOP; the third trial runs in a finished trial's worker, which Tune reuses), so no other trial
         # can finish until Tune's saved state records the finished one(s); then the driver is killed.
         deadline = time.monotonic() + 600
-        while not _finished_in_results(experiment):
+        while not finished_in_results(experiment):
             assert driver.poll() is None and time.monotonic() < deadline, "no trial finished before the sweep ended"
             time.sleep(0.2)
-        stopped = _sweep_trial_processes()
+        stopped = trial_processes()
         for pid in stopped:
             os.kill(pid, signal.SIGSTOP)
-        while not _terminated_in_state(experiment):
+        while not terminated_trials(experiment):
             assert driver.poll() is None and time.monotonic() < deadline, "Tune's state recorded no finished trial"
             time.sleep(0.2)
         driver.send_signal(signal.SIGKILL)
         driver.wait()
-        _continue(stopped)
-        finished_ids = _terminated_in_state(experiment)
+        continue_processes(stopped)
+        finished_ids = terminated_trials(experiment)
         finished_before = [r for r in load_trials(experiment)[0] if r.trial_dir.name.endswith(tuple(finished_ids))]
         lines_before = {r.trial_dir.name: len((r.trial_dir / "result.json").read_text().splitlines())
                         for r in finished_before}
@@ -119,7 +78,7 @@ def test_two_node_sweep_uses_both_nodes_and_resumes_after_the_driver_is_killed(
     finally:
         if driver is not None and driver.poll() is None:
             driver.kill()
-        _continue(stopped)
+        continue_processes(stopped)
         cluster.shutdown()
 
 
