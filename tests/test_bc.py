@@ -134,8 +134,8 @@ def test_bc_safe_is_cheaper_than_bc_all_at_a_tight_limit(ray_session, tmp_path: 
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_train_cli_trains_bc_safe_at_its_cost_limit(tmp_path: Path) -> None:
-    env = {**os.environ, "RLLIB_CAPS_SMOKE_TEST": "1", "PYTHONPATH": str(ROOT)}
+def test_train_cli_trains_bc_safe_at_its_cost_limit(ray_address: str, tmp_path: Path) -> None:
+    env = {**os.environ, "RLLIB_CAPS_SMOKE_TEST": "1", "PYTHONPATH": str(ROOT), "RAY_ADDRESS": ray_address}
     base = [sys.executable, "-m", "rllib_caps.train", "--algo", "bc-safe", "--task", "BallCircle", "--data",
             str(BUNDLED), "--out", str(tmp_path / "ckpt")]
     missing = subprocess.run(base, env=env, capture_output=True, text=True, timeout=120)

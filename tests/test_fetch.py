@@ -214,13 +214,13 @@ def test_ctrl_c_mid_download_keeps_the_finished_tasks_and_leaves_no_ray_process(
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_server_down_one_line_per_task_and_nonzero_exit(tmp_path: Path) -> None:
+def test_server_down_one_line_per_task_and_nonzero_exit(ray_address: str, tmp_path: Path) -> None:
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "PYTHONPATH": str(Path.cwd()), "HF_ENDPOINT": f"http://127.0.0.1:{port}",
            "HF_HOME": str(tmp_path / "hf"), "HF_HUB_ETAG_TIMEOUT": "3", "HF_HUB_DOWNLOAD_TIMEOUT": "3",
-           "RAY_AUTH_MODE": "disabled"}
+           "RAY_ADDRESS": ray_address}
     proc = subprocess.run([sys.executable, "-m", "data_conversion.fetch", "--tasks", "BallCircle,CarRun", "--out",
                            str(tmp_path / "data")], env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 1, proc.stderr[-2000:]
@@ -275,12 +275,12 @@ def test_tune_names_every_missing_dataset_before_ray_starts(tmp_path: Path,
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_tune_prepare_on_an_empty_data_root_trains(tmp_path: Path, files: dict[str, bytes]) -> None:
+def test_tune_prepare_on_an_empty_data_root_trains(ray_address: str, tmp_path: Path, files: dict[str, bytes]) -> None:
     source = tmp_path / "dsrl"
     source.mkdir()
     name = dataset_file_name("BallCircle")
     (source / name).write_bytes(files[name])
-    env = {**os.environ, "PYTHONPATH": str(Path.cwd()), "RLLIB_CAPS_SMOKE_TEST": "1", "RAY_AUTH_MODE": "disabled"}
+    env = {**os.environ, "PYTHONPATH": str(Path.cwd()), "RLLIB_CAPS_SMOKE_TEST": "1", "RAY_ADDRESS": ray_address}
     proc = subprocess.run([sys.executable, "-m", "rllib_caps.tune", "--tasks", "BallCircle", "--prepare", str(source),
                            "--data-root", str(tmp_path / "data"), "--storage", str(tmp_path / "results"), "--seeds",
                            "0"], env=env, capture_output=True, text=True, timeout=540)
