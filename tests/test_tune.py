@@ -100,6 +100,18 @@ def test_missing_dataset_names_both_conversion_commands(tmp_path: Path) -> None:
         assert text in str(err.value)
 
 
+def test_address_defaults_to_ray_address_as_ray_init_reads_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from data_conversion.fetch import _parser as fetch_parser
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert resolve_options(parse_args([])).address is None  # a new local Ray
+    assert fetch_parser().parse_args(["--tasks", "BallCircle", "--out", "x"]).address is None
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6379")
+    assert resolve_options(parse_args([])).address == "127.0.0.1:6379"
+    assert resolve_options(parse_args(["--address", "auto"])).address == "auto"
+    assert fetch_parser().parse_args(["--tasks", "BallCircle", "--out", "x"]).address == "127.0.0.1:6379"
+
+
 def test_cli_errors_before_starting_ray(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "rllib_caps.tune", "--tasks", "BallCircel"], capture_output=True,
                           text=True, cwd=ROOT, check=False)
