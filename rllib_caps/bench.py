@@ -100,7 +100,7 @@ def build_loop(name: str, args: argparse.Namespace, data: Path, hidden: int, hea
     kind, variant = name.split("_")
     config = build_config(args.algo, "BallCircle", data, steps=args.steps, heads=heads, hidden=[hidden] * 2,
                           batch_size=args.batch, eval_episodes=0, fused_critics=variant == "fused",
-                          compile=kind == "compiled", backbone=args.backbone,
+                          compile=kind == "compiled", compile_backend=args.compile_backend, backbone=args.backbone,
                           captured_step=kind in ("captured", "compiled") and args.device == "cuda",
                           matmul_precision=precision, num_gpus_per_learner=1 if args.device == "cuda" else 0)
     config.validate()
@@ -174,6 +174,7 @@ def run_populations(args: argparse.Namespace, data: Path) -> list[dict[str, Any]
         config = build_config(args.algo, "BallCircle", data, steps=args.steps, heads=heads, hidden=[hidden] * 2,
                               batch_size=args.batch, eval_episodes=0, seed=seed, backbone=args.backbone,
                               fused_critics=args.fused_critics, matmul_precision=precision, compile=compiled,
+                              compile_backend=args.compile_backend,
                               num_gpus_per_learner=1 if args.device == "cuda" else 0)
         if args.search_members:  # each member its own sample: every member hyperparameter scaled by 1 + seed/8
             config.training(**{name: np.multiply(value, 1 + seed / 8).tolist()
@@ -246,6 +247,7 @@ def measure_algorithm(name: str, args: argparse.Namespace, data: Path, populatio
     def learner(seed: int) -> Any:
         config = build_config(name, "BallCircle", data, steps=args.steps, eval_episodes=0, seed=seed,
                               matmul_precision=args.precision[0], compile=args.compile,
+                              compile_backend=args.compile_backend,
                               num_gpus_per_learner=1 if args.device == "cuda" else 0, **settings)
         config.validate()
         return local_learner(config)
@@ -374,6 +376,9 @@ def main(argv: list[str] | None = None) -> int:
                         "the matrix adds the compiled RLlib learner (captured on CUDA) beside the eager loops; "
                         "--population compiles the population's vmapped losses (separate learners stay eager); "
                         "--project-grid compiles every learner that can be")
+    p.add_argument("--compile-backend", default="inductor", metavar="BACKEND",
+                   help="with --compile: torch.compile's backend (torch_compile_learner_dynamo_backend) [inductor; "
+                        "aot_eager captures the same graph, forward and backward, without generating kernels]")
     p.add_argument("--fused-critics", action="store_true",
                    help="with --population: CAPS's critic pairs as one ensemble each (fused_critics) [separate MLPs]")
     p.add_argument("--search-members", action="store_true",
@@ -433,7 +438,7 @@ def main(argv: list[str] | None = None) -> int:
                "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None,
                "load_average": os.getloadavg(), "torch": torch.__version__, "threads": torch.get_num_threads(),
                "device": args.device, "clock": args.clock, "algo": args.algo, "backbone": args.backbone,
-               "compile": args.compile,
+               "compile": args.compile, "compile_backend": args.compile_backend,
                "steps": args.steps, "repetitions": args.repetitions,
                "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     if args.json:

@@ -265,7 +265,7 @@ def test_a_trial_whose_kept_checkpoint_was_rotated_out_continues_from_it_after_a
     The moment is made, not waited for: the trial's worker is stopped (SIGSTOP) once Tune has registered its first
     checkpoint, until the copy of Tune's state names its checkpoints, then continued; two checkpoints later Tune
     rotates the oldest of them out, and the driver is killed."""
-    training = {**TINY_TRAINING, "steps": 600, "thresholds": [20]}
+    training = {**TINY_TRAINING, "steps": 300, "thresholds": [20]}
     config = tmp_path / "sweep.yaml"
     config.write_text(yaml.safe_dump({"tasks": "BallCircle", "seeds": [0], "data_root": str(BUNDLED.parent),
                                       "storage": str(tmp_path), "name": "rotated", "checkpoint_every": 1,
@@ -330,19 +330,19 @@ def interrupt_at_first_checkpoint(config: Path, trials: Path, signum: int, statu
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize(("signum", "status", "pack"), [(signal.SIGINT, 130, "off"), (signal.SIGTERM, 143, "off"),
-                                                       (signal.SIGTERM, 143, "on")])
+@pytest.mark.parametrize(("signum", "status", "pack"), [(signal.SIGINT, 130, "off"), (signal.SIGTERM, 143, "on")])
 def test_an_interrupted_sweep_stops_as_tune_does_and_resumes(ray_address: str, tmp_path: Path, signum: int,
                                                             status: int, pack: str) -> None:
-    """Ctrl+C (SIGINT to the terminal's process group) or SIGTERM (to the driver) mid-trial: Tune saves the
-    experiment, ``tune`` says so with the ``--resume`` command, exits 130 or 143 and leaves none of the Ray processes
-    it started; the printed command finishes the sweep. Packed (``--pack on``: both seeds in one population), the
-    population continues from its members' checkpoints."""
+    """Ctrl+C (SIGINT to the terminal's process group) to a sweep, or SIGTERM (to the driver) to a packed one
+    (``--pack on``: both seeds in one population), mid-trial: Tune saves the experiment, ``tune`` says so with the
+    ``--resume`` command, exits 130 or 143 and leaves none of the Ray processes it started; the printed command
+    finishes the sweep, the population continuing from its members' checkpoints. (Both signals take the same path
+    in ``tune``: tests/test_interrupts.py checks that path for each.)"""
     config = tmp_path / "sweep.yaml"
     config.write_text(yaml.safe_dump({"tasks": "BallCircle", "seeds": [0, 1], "data_root": str(BUNDLED.parent),
                                       "storage": str(tmp_path), "name": "stopped", "max_concurrent": 1,
                                       "checkpoint_every": 1, "pack": pack,
-                                      "training": {**TINY_TRAINING, "steps": 600, "thresholds": [20]}}))
+                                      "training": {**TINY_TRAINING, "steps": 120, "thresholds": [20]}}))
     text = interrupt_at_first_checkpoint(config, tmp_path / "stopped" / "*", signum, status)
     said = f"interrupted ({signal.Signals(signum).name}): Tune saved the experiment state"
     assert said in text and "--config " + str(config) + " --resume" in text, text[-3000:]
@@ -367,7 +367,7 @@ def test_an_interrupted_packed_search_resumes_with_its_samples_and_their_scores(
                                       "data_root": str(BUNDLED.parent), "storage": str(tmp_path), "name": "search",
                                       "search": "optuna", "num_samples": 3, "pack": "on", "population_samples": 2,
                                       "max_concurrent": 1, "checkpoint_every": 1, "search_space": {"seed": 0},
-                                      "training": {**TINY_TRAINING, "steps": 600, "thresholds": [20]}}))
+                                      "training": {**TINY_TRAINING, "steps": 240, "thresholds": [20]}}))
     interrupt_at_first_checkpoint(config, tmp_path / "search" / "*" / "*", signal.SIGTERM, 143)
     resumed = subprocess.run([sys.executable, "-m", "rllib_caps.tune", "--config", str(config), "--resume",
                               "--address", ray_address], capture_output=True, text=True, cwd=ROOT, env=env(),
@@ -419,7 +419,7 @@ def test_a_full_storage_disk_is_a_clear_error_and_the_sweep_resumes_once_space_i
     config.write_text(yaml.safe_dump({"tasks": "BallCircle", "seeds": [0, 1], "data_root": str(BUNDLED.parent),
                                       "storage": str(small_disk), "name": "full", "max_concurrent": 1,
                                       "checkpoint_every": 1, "max_failures": 1,
-                                      "training": {**TINY_TRAINING, "steps": 600, "thresholds": [20]}}))
+                                      "training": {**TINY_TRAINING, "steps": 120, "thresholds": [20]}}))
     command = [sys.executable, "-m", "rllib_caps.tune", "--config", str(config), "--address", ray_address]
     log = tmp_path / "full.log"
     with log.open("w") as out:
