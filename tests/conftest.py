@@ -35,7 +35,19 @@ class LongTest:
 # Node-id prefixes (a test and all its parameters) -> their own budget and why they cannot be cheaper. At most 10.
 LONG_TESTS: dict[str, LongTest] = {
     "tests/test_docs.py::test_docs_run_as_printed": LongTest(
-        420, "every block of one page as printed, CLIs that each start a Ray, trainings and sweeps among them"),
+        360, "every block of one page as printed, each a process of its own (torch, RLlib, Ray joined), trainings, "
+             "sweeps and reports among them"),
+    "tests/test_cdt.py::test_a_lower_cost_target_gives_a_lower_realised_cost": LongTest(
+        120, "a learning property: CDT must be trained (3000 steps) before its cost follows the cost-to-go token"),
+    "tests/test_caps_algorithm.py::test_learning_on_bundled_dataset": LongTest(
+        120, "a learning property: CAPS(IQL) trained 3000 steps is safe at every κ and its cost grows with κ"),
+    "tests/test_caps_algorithm.py::test_sacbc_learns_on_bundled_dataset_safe_at_every_threshold": LongTest(
+        120, "a learning property: CAPS(SAC+BC) trained 3000 steps is safe at every κ"),
+    "tests/test_plugin_algorithm.py::test_a_plugged_algorithm_trains_evaluates_sweeps_and_reports": LongTest(
+        120, "a copy of the package with a plugged algorithm: train, evaluate, tune and report as CLIs, with a Ray "
+             "of their own (the shared one's workers would import the installed package)"),
+    "tests/test_multinode.py::test_two_node_sweep_uses_both_nodes_and_resumes_after_the_driver_is_killed": LongTest(
+        120, "a two-node Ray cluster of its own, a sweep on it, the driver killed and the sweep resumed"),
 }
 
 

@@ -185,11 +185,11 @@ def test_a_driver_killed_at_any_point_is_finished_by_resume_without_rerunning_a_
         ray_address: str, tmp_path: Path) -> None:
     """The driver is SIGKILLed before any trial has finished, then (resumed) mid-sweep, then (resumed) after the
     last trial, before or while the report is written; each ``--resume`` keeps every finished trial's results
-    untouched, and the last one reports all three. A checkpoint corrupted afterwards is named and left out of
+    untouched, and the last one reports both. A checkpoint corrupted afterwards is named and left out of
     the cost-limit table."""
     data_root = make_data_root(tmp_path / "data", ["BallRun"], episodes=4)
     config = tmp_path / "resume.yaml"
-    config.write_text(yaml.safe_dump({"tasks": "BallRun", "seeds": [0, 1, 2], "data_root": str(data_root),
+    config.write_text(yaml.safe_dump({"tasks": "BallRun", "seeds": [0, 1], "data_root": str(data_root),
                                       "storage": str(tmp_path), "max_concurrent": 1, "checkpoint_every": 1,
                                       "training": {**TINY_TRAINING, "thresholds": [20]}}))
     command = [sys.executable, "-m", "rllib_caps.tune", "--config", str(config), "--address", ray_address]
@@ -207,8 +207,8 @@ def test_a_driver_killed_at_any_point_is_finished_by_resume_without_rerunning_a_
     # other trial can finish before Tune's state records that one (the next trial runs in its reused worker).
     points = [("before any trial finished", lambda: experiment.is_dir(), None, 0, 0),
               ("mid-sweep", lambda: 1 <= len(terminated_trials(experiment)),
-               lambda: finished_in_results(experiment) >= 1, 1, 2),
-              ("after the last trial", lambda: len(terminated_trials(experiment)) == 3, None, 3, 3)]
+               lambda: finished_in_results(experiment) >= 1, 1, 1),
+              ("after the last trial", lambda: len(terminated_trials(experiment)) == 2, None, 2, 2)]
     for i, (point, reached, stop_trials_when, fewest, most) in enumerate(points):
         kill_when(command + (["--resume"] if i else []), tmp_path / f"run{i}.log", reached, stop_trials_when)
         assert fewest <= len(terminated_trials(experiment)) <= most, point
@@ -218,14 +218,14 @@ def test_a_driver_killed_at_any_point_is_finished_by_resume_without_rerunning_a_
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     finished_results_untouched()
     records, unfinished = load_trials(experiment)
-    assert unfinished == [] and sorted(r.seed for r in records) == [0, 1, 2]
+    assert unfinished == [] and sorted(r.seed for r in records) == [0, 1]
     assert "| BallRun |" in resumed.stdout
 
     damaged = records[1].checkpoint
     (damaged / "manifest.json").unlink()
     report = write_report(experiment, out=tmp_path / "report", cost_limits=True, episodes=1)
     assert f"{damaged}: no manifest.json" in report.markdown
-    assert len(json.loads((report.out_dir / "cost_limits.json").read_text())) == 2  # the two intact checkpoints
+    assert len(json.loads((report.out_dir / "cost_limits.json").read_text())) == 1  # the intact checkpoint
 
 
 def kept_checkpoint_names(experiment: Path) -> set[str]:
