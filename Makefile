@@ -23,7 +23,7 @@ quickstart: setup
 
 test: setup
 	$(PY) -m ruff check .
-	$(PY) -m pytest -q --durations=25
+	$(PY) -m pytest -q -n 2 --dist worksteal --durations=25
 
 lint: setup
 	$(PY) -m ruff check .

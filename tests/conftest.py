@@ -60,7 +60,7 @@ def budget_of(nodeid: str) -> tuple[float, str | None]:
 
 
 _TIMES: dict[str, float] = {}
-_OVER: list[tuple[str, float, float]] = []  # (nodeid, seconds, budget) of tests over budget, within the margin
+_OVER: list[tuple[str, float, float]] = []  # (nodeid, seconds, budget) of the tests over budget within the margin
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -74,13 +74,19 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     budget, _ = budget_of(item.nodeid)
     if took <= budget:
         return
-    if took <= budget * LOAD_MARGIN:
-        _OVER.append((item.nodeid, took, budget))
+    if took <= budget * LOAD_MARGIN:  # said at the end of the run (by the controller, under pytest-xdist)
+        report.user_properties.append(("over_budget", (took, budget)))
         return
     report.outcome = "failed"
     report.longrepr = (f"{item.nodeid} took {took:.0f} s, over its {budget:g} s budget times the load margin "
                        f"{LOAD_MARGIN:g} ({budget * LOAD_MARGIN:.0f} s): make it cheaper (docs/testing.md), or name "
                        "it in tests/conftest.py's LONG_TESTS with the reason")
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    for name, value in report.user_properties:
+        if name == "over_budget":
+            _OVER.append((report.nodeid, *value))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -82,9 +82,14 @@ def module_state(checkpoint: Path, algo: str = "caps") -> dict[str, torch.Tensor
 
 
 def trial_processes() -> list[int]:
-    """PIDs of the Ray worker processes that run a sweep trial (``ray::SweepTrial...``)."""
-    lines = subprocess.run(["ps", "-eww", "-o", "pid=,args="], capture_output=True, text=True).stdout.splitlines()
-    return [int(line.split(None, 1)[0]) for line in lines if line.split(None, 1)[1].startswith("ray::SweepTrial")]
+    """PIDs of the Ray worker processes that run a sweep trial (``ray::SweepTrial...``) of a Ray this test process
+    started (their raylet is its child), never another test process's."""
+    lines = subprocess.run(["ps", "-eww", "-o", "pid=,ppid=,args="], capture_output=True,
+                           text=True).stdout.splitlines()
+    processes = [(int(pid), int(ppid), args) for pid, ppid, args in (line.split(None, 2) for line in lines)]
+    parent = {pid: ppid for pid, ppid, _ in processes}
+    return [pid for pid, ppid, args in processes
+            if args.startswith("ray::SweepTrial") and parent.get(ppid) == os.getpid()]
 
 
 @pytest.mark.timeout(600)
@@ -171,6 +176,7 @@ def kill_when(command: list[str], log: Path, reached: Callable[[], bool],
                 assert time.monotonic() < deadline, log.read_text()[-3000:]
                 if stop_trials_when is not None and not stopped and stop_trials_when():
                     stopped = trial_processes()
+                    assert stopped, "no trial worker to stop"
                     for pid in stopped:
                         os.kill(pid, signal.SIGSTOP)
                 time.sleep(0.1)
@@ -280,6 +286,7 @@ def test_a_trial_whose_kept_checkpoint_was_rotated_out_continues_from_it_after_a
             # Tune registered the first checkpoint (StateBackup linked it as it did): stop the trial there
             wait_for(lambda: any((experiment / KEPT_CHECKPOINTS).glob("*/checkpoint_000000")), process, log)
             stopped = trial_processes()
+            assert stopped, "no trial worker to stop"
             for pid in stopped:
                 os.kill(pid, signal.SIGSTOP)
             wait_for(lambda: bool(kept_checkpoint_names(experiment)), process, log)

@@ -51,6 +51,7 @@ def test_two_node_sweep_uses_both_nodes_and_resumes_after_the_driver_is_killed(
             assert driver.poll() is None and time.monotonic() < deadline, "no trial finished before the sweep ended"
             time.sleep(0.2)
         stopped = trial_processes()
+        assert stopped, "no trial worker to stop"
         for pid in stopped:
             os.kill(pid, signal.SIGSTOP)
         while not terminated_trials(experiment):
