@@ -48,6 +48,11 @@ LONG_TESTS: dict[str, LongTest] = {
              "of their own (the shared one's workers would import the installed package)"),
     "tests/test_multinode.py::test_two_node_sweep_uses_both_nodes_and_resumes_after_the_driver_is_killed": LongTest(
         120, "a two-node Ray cluster of its own, a sweep on it, the driver killed and the sweep resumed"),
+    "tests/test_fault_injection.py::test_an_interrupted_packed_search_resumes_with_its_samples_and_their_scores":
+        LongTest(120, "an Optuna search of 3 samples x 2 seeds packed in populations, on a Ray of its own, stopped by "
+                      "SIGTERM and resumed on the shared one"),
+    "tests/test_packing.py::test_an_evaluation_during_training_rolls_out_while_the_population_trains_on": LongTest(
+        120, "the same packed trial three times (pipelined, in place, resumed), each with remote evaluation runners"),
 }
 
 
