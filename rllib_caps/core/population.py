@@ -80,9 +80,9 @@ class Population:
     terms, ``hyperparameters`` being the member's rows of ``hyperparameters`` (each stacked ``(P, ...)``: e.g. the
     β and λ_k of an Optuna search's samples);
     ``precision`` is the learners' ``matmul_precision`` (``rllib_caps.core.precision``: "bf16" runs the losses
-    under bf16 autocast); ``compiled`` runs the vmapped forward pass and losses (and their backward pass) as
-    ``torch.compile``d programs, whose fused kernels read and write the ``(P, B, hidden)`` activations far fewer
-    times than the eager ops;
+    under bf16 autocast); ``compile_backend`` (None: eager) runs the vmapped forward pass and losses (and their
+    backward pass) as ``torch.compile``d programs of that backend, whose fused kernels read and write the
+    ``(P, B, hidden)`` activations far fewer times than the eager ops;
     ``optimizer_groups`` maps an optimiser's name to (member 0's parameters it steps, learning rate), as the
     algorithm's learner registers them; ``target_pairs`` names each (online, target) submodule pair, whose targets
     take a Polyak step with ``tau`` after every gradient step.
