@@ -16,6 +16,7 @@ import h5py
 import numpy as np
 
 from rllib_caps.data.errors import DatasetError
+from rllib_caps.data.values import column_problem
 from rllib_caps.utils.atomic import temporary_sibling
 
 OBS_KEYS = ("observations", "next_observations")
@@ -133,7 +134,7 @@ class DsrlReader:
 
     Opening checks the file exists, is a non-empty HDF5 file, has every key, equal lengths and
     the expected ranks (a trailing size-1 axis on scalar keys is accepted, as dsrl does).
-    `chunks` checks values as it reads: finite floats, non-negative costs, 0/1 flags.
+    `chunks` checks values as it reads (``rllib_caps.data.values``: finite floats, non-negative costs) and 0/1 flags.
     Every problem raises `DsrlFormatError`.
     """
 
@@ -199,11 +200,9 @@ class DsrlReader:
             if raw.dtype != np.bool_ and not np.isin(raw, (0, 1)).all():
                 raise DsrlFormatError(self.path, key, "flags must be 0/1")
             return raw.astype(np.bool_, copy=False)
-        if not np.isfinite(raw).all():
-            row = start + int(np.flatnonzero(~np.isfinite(raw).reshape(len(raw), -1).all(axis=1))[0])
-            raise DsrlFormatError(self.path, key, f"NaN or inf at row {row}")
-        if key == "costs" and (raw < 0).any():
-            raise DsrlFormatError(self.path, key, f"negative cost at row {start + int(np.argmax(raw < 0))}")
+        problem = column_problem(raw, first_row=start, cost=key == "costs")
+        if problem:
+            raise DsrlFormatError(self.path, key, problem)
         return raw.astype(np.float32, copy=False)
 
     def chunks(self, chunk_rows: int = READ_CHUNK_ROWS) -> Iterator[tuple[int, dict[str, np.ndarray]]]:

@@ -48,6 +48,7 @@ from rllib_caps.data.schema import (
     write_parquet_parts,
 )
 from rllib_caps.data.validation import file_sha256
+from rllib_caps.data.values import size_problem
 from rllib_caps.envs.compat.dsrl import load_infos
 from rllib_caps.envs.tasks import TaskSpec, get_task
 from rllib_caps.utils.atomic import atomic_directory
@@ -224,6 +225,10 @@ def _select(task: TaskSpec, reader: DsrlReader, dsrl_filter: DsrlFilter | None) 
         keep[rows] = True
         trailing_partial &= bool(keep[-1])
         terminals, truncated = terminals[rows], truncated[rows]
+    problem = size_problem(len(rewards))
+    if problem:
+        after = f" after dsrl's filter {dsrl_filter}" if dsrl_filter else ""
+        raise ConversionError(f"{reader.path}: {problem}{after}")
     eps_id, t = episode_index(terminals | truncated)
     return _Selection(keep, rewards, costs, terminals, truncated, eps_id, t, trailing_partial)
 

@@ -82,6 +82,8 @@ class ONNXCAPSPolicy:
         if batch.shape != (len(self.spent), self.obs_dim):
             raise ValueError(f"obs has shape {np.shape(obs)}; expected ({self.obs_dim},) per env for "
                              f"{len(self.spent)} env(s)")
+        if not np.isfinite(batch).all():  # as CAPSPolicy refuses them: NaN would become a NaN action
+            raise ValueError("obs contains NaN or inf")
         costs = budget_input(cost, "cost", len(self.spent))
         self.spent[self._acted] += costs[self._acted]
         self.step[self._acted] += 1

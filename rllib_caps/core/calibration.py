@@ -13,6 +13,7 @@ The realised cost-to-go stops at the end of the recorded episode: at a time-out 
 from __future__ import annotations
 
 import abc
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -144,5 +145,14 @@ def calibrate_cost_critic(policy: CostCriticAPI, columns: dict[str, Any], mode: 
     critic's training left (docs/paper.md, "Calibrated Q^c"). Returns the shift; calibrating again gives the same."""
     policy.set_cost_shift(0.0)
     shift = calibration_shift(dataset_calibration(policy, columns, bins=1).bias, mode) if mode != "none" else 0.0
-    policy.set_cost_shift(shift)
+    policy.set_cost_shift(finite_shift(shift))
     return shift
+
+
+def finite_shift(shift: float) -> float:
+    """``shift`` if it is finite; a ``ValueError`` otherwise. A NaN shift compares false against every budget, so
+    the switching rule would act with the reward head even at κ = 0: a NaN is refused, never acted on."""
+    if not math.isfinite(shift):
+        raise ValueError(f"the cost critic's calibration shift is {shift}, not finite: Q^c or the dataset's costs "
+                         "hold NaN or inf (check the dataset, or a diverged critic); refusing to switch on it")
+    return float(shift)

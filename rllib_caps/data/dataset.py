@@ -20,6 +20,7 @@ import torch
 
 from rllib_caps.data.errors import DatasetError
 from rllib_caps.data.schema import COLUMNS, DATA_DIR, DTYPES, OBS, REWARDS, T
+from rllib_caps.data.values import dataset_problem, size_problem
 
 
 def parquet_files(path: str | Path) -> Path:
@@ -32,7 +33,8 @@ def parquet_files(path: str | Path) -> Path:
     return path
 
 
-def _column_to_numpy(table: pa.Table, name: str, source: Path) -> np.ndarray:
+def column_to_numpy(table: pa.Table, name: str, source: Path) -> np.ndarray:
+    """Column ``name`` of ``table`` as numpy, vector columns as ``(rows, width)``."""
     if name not in table.column_names:
         raise DatasetError(f"{source}: missing column {name!r} (found {table.column_names})")
     column = table.column(name).combine_chunks()
@@ -79,13 +81,11 @@ class TransitionDataset:
             raise DatasetError(f"{source}: missing columns {missing} (found {schema.names}); re-convert it with "
                                "`python -m data_conversion.dsrl_to_parquet`")
         table = pads.dataset(str(source), format="parquet").to_table(columns=list(COLUMNS))
-        if table.num_rows == 0:
-            raise DatasetError(f"{source}: dataset has no rows")
-        tensors = {}
-        for name in COLUMNS:
-            array = np.array(_column_to_numpy(table, name, source), dtype=DTYPES[name])
-            tensors[name] = torch.from_numpy(array).to(device=device)
-        return cls(tensors)
+        arrays = {name: np.array(column_to_numpy(table, name, source), dtype=DTYPES[name]) for name in COLUMNS}
+        problem = size_problem(table.num_rows) or dataset_problem(arrays)
+        if problem:
+            raise DatasetError(f"{source}: {problem}")
+        return cls({name: torch.from_numpy(array).to(device=device) for name, array in arrays.items()})
 
     def __len__(self) -> int:
         return self.tensors[REWARDS].shape[0]

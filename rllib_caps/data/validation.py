@@ -1,9 +1,11 @@
 """Checks a converted dataset before any expensive work: it exists, has Parquet files in the schema, fits the
-task's observation and action sizes, was made for that task, and its files match the checksums the converter
-recorded in ``metadata.json`` (a flipped byte is caught here, not trained on). A dataset without ``metadata.json``
-or without checksums is refused unless the caller opts out with ``verify=False`` (``--no-verify``), which is
-logged. The warnings the converter recorded (e.g. episodes longer than the task's: another task's file?) are
-repeated on every check, so training on such a dataset never goes unnoticed."""
+task's observation and action sizes, was made for that task, its files match the checksums the converter
+recorded in ``metadata.json`` (a flipped byte is caught here, not trained on), and its values pass
+``rllib_caps.data.values`` (one NaN, a negative cost or an action outside [-1, 1] is refused, checksums or not).
+A dataset without ``metadata.json`` or without checksums is refused unless the caller opts out with
+``verify=False`` (``--no-verify``), which is logged. The warnings the converter recorded (e.g. episodes longer
+than the task's: another task's file?) are repeated on every check, so training on such a dataset never goes
+unnoticed."""
 
 from __future__ import annotations
 
@@ -15,9 +17,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rllib_caps.data.dataset import parquet_files
+from rllib_caps.data.dataset import column_to_numpy, parquet_files
 from rllib_caps.data.errors import DatasetError
 from rllib_caps.data.schema import ACTIONS, COLUMNS, CONVERSION_WARNINGS, METADATA_FILE, NEXT_OBS, OBS
+from rllib_caps.data.values import FLOAT_COLUMNS, dataset_problem, size_problem
 
 logger = logging.getLogger("rllib_caps.data")
 
@@ -31,15 +34,40 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _width(path: Path, schema: pa.Schema, name: str) -> int | None:
+def _width(files: list[Path], schema: pa.Schema, name: str) -> int | None:
     """The width of a vector column: fixed by its type, or the length of its first value for a plain list."""
     field_type = schema.field(name).type
     if pa.types.is_fixed_size_list(field_type):
         return field_type.list_size
     if pa.types.is_list(field_type) or pa.types.is_large_list(field_type):
-        column = pq.read_table(path, columns=[name]).column(name)
-        return len(column[0]) if len(column) else None
+        for path in files:  # the first file with rows: an empty part has no first value
+            column = pq.read_table(path, columns=[name]).column(name)
+            if len(column):
+                return len(column[0])
     return None
+
+
+def _check_values(data_dir: Path, files: list[Path]) -> None:
+    """Every row of every file by ``rllib_caps.data.values`` (finite, costs >= 0, actions in [-1, 1]), one record
+    batch at a time, and the dataset's size; a ``DatasetError`` naming the file, column and row otherwise."""
+    rows = 0
+    for path in files:
+        try:
+            batches = pq.ParquetFile(path).iter_batches(columns=list(FLOAT_COLUMNS))
+            first_row = 0
+            for batch in batches:
+                table = pa.Table.from_batches([batch])
+                problem = dataset_problem({name: column_to_numpy(table, name, path) for name in FLOAT_COLUMNS},
+                                          first_row)
+                if problem:
+                    raise DatasetError(f"{path}: {problem}; fix or re-convert the dataset")
+                first_row += batch.num_rows
+        except (OSError, pa.ArrowException) as err:
+            raise DatasetError(f"{path}: not a readable Parquet file ({err})") from err
+        rows += first_row
+    problem = size_problem(rows)
+    if problem:
+        raise DatasetError(f"{data_dir}: {problem}")
 
 
 def check_dataset(path: str | Path, *, task: str, obs_dim: int, act_dim: int,
@@ -60,7 +88,7 @@ def check_dataset(path: str | Path, *, task: str, obs_dim: int, act_dim: int,
         raise DatasetError(f"{files[0]}: missing columns {missing}; re-convert it with "
                            "`python -m data_conversion.dsrl_to_parquet`")
     for column, expected in ((OBS, obs_dim), (NEXT_OBS, obs_dim), (ACTIONS, act_dim)):
-        width = _width(files[0], schema, column)
+        width = _width(files, schema, column)
         if width != expected:
             raise DatasetError(f"{files[0]}: column {column!r} has width {width}, but task {task} has {expected} "
                                "(is this another task's dataset?)")
@@ -72,6 +100,7 @@ def check_dataset(path: str | Path, *, task: str, obs_dim: int, act_dim: int,
             raise DatasetError(f"{data_dir}: no {METADATA_FILE}, so its task and file checksums cannot be checked; "
                                "re-convert it with `python -m data_conversion.dsrl_to_parquet`, or pass --no-verify "
                                "(verify=False) to use it anyway")
+        _check_values(data_dir, files)
         return data_dir
     try:
         metadata = json.loads(metadata_file.read_text())
@@ -85,6 +114,7 @@ def check_dataset(path: str | Path, *, task: str, obs_dim: int, act_dim: int,
         logger.warning("%s: converted with a warning: %s", metadata_file, warning)
     if verify:
         _verify_checksums(data_dir, files, metadata_file, metadata.get("files"))
+    _check_values(data_dir, files)
     return data_dir
 
 

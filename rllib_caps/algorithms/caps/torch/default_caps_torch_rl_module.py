@@ -49,7 +49,7 @@ from rllib_caps.algorithms.caps.keys import (
 from rllib_caps.algorithms.caps.sacbc_losses import SAC_LOG_STD_MAX, SAC_LOG_STD_MIN, squashed_gaussian_sample
 from rllib_caps.algorithms.caps.switching import select_heads
 from rllib_caps.core.budget import remaining_budget_threshold
-from rllib_caps.core.calibration import CostCriticAPI
+from rllib_caps.core.calibration import CostCriticAPI, finite_shift
 from rllib_caps.core.cost_threshold_api import CostThresholdAPI
 from rllib_caps.core.keys import COST_SPENT, HEAD, PREDICTED_COST, STEP
 from rllib_caps.core.nets import MLPPair, OutputLinear, TwinQ, frozen_call, mlp
@@ -204,7 +204,7 @@ class DefaultCAPSTorchRLModule(OfflineTorchRLModule, DefaultCAPSRLModule, CostCr
 
     @override(CostCriticAPI)
     def set_cost_shift(self, shift: float) -> None:
-        self.cost_offset.fill_(shift)
+        self.cost_offset.fill_(finite_shift(shift))
 
     @override(TorchRLModule)
     def set_state(self, state: StateDict) -> None:
