@@ -66,9 +66,9 @@ def save_acting_weights(checkpoint: Path, weights: Path, run: dict[str, Any]) ->
     """Keeps what acting needs of a CAPS checkpoint's module (``ACTING_NETS``), with the run's description."""
     import torch
 
-    from rllib_caps.core.deployment import load_module
+    from rllib_caps.algorithms.registry import load_policy
 
-    module = load_module(checkpoint)
+    module = load_policy(checkpoint, "caps").module
     state = {k: v for k, v in module.state_dict().items() if k.startswith(ACTING_NETS)}
     tmp = weights.with_suffix(".tmp")
     torch.save(run | {"state": state}, tmp)

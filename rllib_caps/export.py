@@ -46,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     from rllib_caps.algorithms.caps.export import export_onnx, policy_card, training_data
     from rllib_caps.algorithms.caps.policy import CAPSPolicy
     from rllib_caps.algorithms.registry import load_policy
+    from rllib_caps.core.deployment import policy_spec
     from rllib_caps.report.records import checkpoint_evaluation
     from rllib_caps.utils.paths import resolve_local
 
@@ -67,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
                                  "checkpoints export to ONNX")
             export_onnx(policy.module, model_tmp)
             card_tmp.write_text(policy_card(policy.module, model=out, checkpoint=checkpoint,
-                                            data=training_data(checkpoint),
+                                            data=training_data(policy_spec(checkpoint)),
                                             evaluation=checkpoint_evaluation(checkpoint)))
     except (ValueError, OutputExistsError, OutputNotWritableError) as err:
         print(f"error: {err}", file=sys.stderr)

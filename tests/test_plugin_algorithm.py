@@ -65,10 +65,12 @@ import numpy as np
 import torch
 from ray.rllib.core.columns import Columns
 
+from rllib_caps.algorithms.bc.torch.default_bc_torch_rl_module import DefaultBCTorchRLModule
 from rllib_caps.core.deployment import DeployedPolicy
 
 
 class ToyBCPolicy(DeployedPolicy):
+    module_class = DefaultBCTorchRLModule
     num_heads = 1
 
     def reset(self, threshold: float, batch_size: int = 1, fixed_head: int | None = None) -> None:

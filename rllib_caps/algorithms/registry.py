@@ -219,14 +219,14 @@ def load_policy(checkpoint: str | Path, algo: str | None = None, *, verify: bool
     whose RLModule the checkpoint holds; ``verify=False`` skips the manifest check (logged)."""
     from rllib_caps.core.deployment import load_module
 
-    module = load_module(checkpoint, verify=verify)
-    for entry in ALGORITHMS.values():
-        if entry.policy_path and algo in (None, entry.name):
-            if isinstance(module, entry.config_class().get_default_rl_module_spec().module_class):
-                return entry.policy_class(module)
-    deployable = ", ".join(e.name for e in ALGORITHMS.values() if e.policy_path)
+    deployable = [entry for entry in ALGORITHMS.values() if entry.policy_path]
+    module = load_module(checkpoint, [entry.policy_class.module_class for entry in deployable], verify=verify)
+    for entry in deployable:
+        if algo in (None, entry.name) and type(module) is entry.policy_class.module_class:
+            return entry.policy_class(module)
     raise ValueError(f"{checkpoint}: holds a {type(module).__name__}, not the module of "
-                     f"{algo or 'an algorithm with a deployable policy'} ({deployable})")
+                     f"{algo or 'an algorithm with a deployable policy'} "
+                     f"({', '.join(entry.name for entry in deployable)})")
 
 
 def canonical_settings(settings: Mapping[str, Any]) -> dict[str, Any]:

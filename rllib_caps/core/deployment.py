@@ -1,61 +1,137 @@
-"""What the Ray-free deployable policies (``CAPSPolicy``, ``CDTPolicy``) share: loading the trained RLModule from a
-checkpoint (the module directory inside an Algorithm checkpoint, checked against its ``manifest.json``), the
-observation checks and the mapping of actions to the env's bounds."""
+"""What the Ray-free deployable policies (``CAPSPolicy``, ``CDTPolicy``) share: the deployable policy files every
+checkpoint carries, their loading, the observation checks and the mapping of actions to the env's bounds.
+
+A checkpoint's ``policy/`` holds the trained RLModule as data only: ``weights.safetensors`` (every tensor of its
+state) and ``spec.json`` (its class name, spaces, ``model_config`` and training data). Loading them runs no code
+from the files, unlike RLlib's own pickled module files, so a checkpoint can be deployed, evaluated, exported and
+reported on from an untrusted source; the class must be one the caller names (the registry's deployable modules).
+Both files are checked against the checkpoint's ``manifest.json`` first.
+"""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+import gymnasium as gym
 import numpy as np
-from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_LEARNER_GROUP, COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
-from ray.rllib.core.rl_module.rl_module import RLModule
+import torch
+from ray.rllib.core.rl_module.rl_module import RLModule, RLModuleSpec
 from ray.rllib.utils.spaces.space_utils import unsquash_action
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
 
+from rllib_caps.utils.atomic import atomic_directory
 from rllib_caps.utils.manifest import CheckpointError, verify_manifest
 from rllib_caps.utils.paths import resolve_local
 
+POLICY_DIR = "policy"  # in every checkpoint: the deployable module, pickle-free
+WEIGHTS_FILE = "weights.safetensors"
+SPEC_FILE = "spec.json"
+SPEC_FORMAT = "rllib-caps-policy/1"
 
-def module_checkpoint_dir(path: str | Path) -> Path:
-    """The RLModule directory inside an Algorithm checkpoint (or ``path`` if it already is one)."""
+
+def class_name(cls: type) -> str:
+    """``module.QualName``: how ``spec.json`` names a module class (data, never imported from the file)."""
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _box(space: gym.Space) -> dict[str, Any]:
+    if not isinstance(space, gym.spaces.Box):
+        raise CheckpointError(f"a deployable policy needs Box spaces, got {space}")
+    return {"low": space.low.tolist(), "high": space.high.tolist(), "dtype": str(space.dtype)}
+
+
+def _space(spec: dict[str, Any]) -> gym.spaces.Box:
+    return gym.spaces.Box(np.asarray(spec["low"], spec["dtype"]), np.asarray(spec["high"], spec["dtype"]),
+                          dtype=spec["dtype"])
+
+
+def save_policy(module: RLModule, checkpoint: Path, *, training_data: str | None) -> None:
+    """Writes ``checkpoint/policy/``: ``module``'s state as safetensors and its spec as JSON, with the dataset it
+    was trained on (``training_data``, recorded for the policy card)."""
+    spec = {"format": SPEC_FORMAT, "module_class": class_name(type(module)),
+            "observation_space": _box(module.observation_space), "action_space": _box(module.action_space),
+            "model_config": dict(module.model_config), "training_data": training_data}
+    try:
+        text = json.dumps(spec, indent=1, sort_keys=True, allow_nan=True)
+    except TypeError as err:
+        raise CheckpointError(f"{type(module).__name__}'s model_config is not JSON ({err})") from err
+    tensors = {name: value.detach().to("cpu", copy=True).contiguous() for name, value in module.state_dict().items()}
+    with atomic_directory(checkpoint / POLICY_DIR, force=True) as tmp:
+        save_file(tensors, str(tmp / WEIGHTS_FILE))
+        (tmp / SPEC_FILE).write_text(text + "\n")
+
+
+def checkpoint_root(path: str | Path) -> Path:
+    """The checkpoint directory of ``path``: a checkpoint, or its ``policy/`` directory."""
     path = Path(resolve_local(path))
     if not path.is_dir():
         raise FileNotFoundError(f"{path}: no such checkpoint directory")
-    nested = path / COMPONENT_LEARNER_GROUP / COMPONENT_LEARNER / COMPONENT_RL_MODULE / DEFAULT_MODULE_ID
-    if nested.is_dir():
-        return nested
-    if (path / "class_and_ctor_args.pkl").is_file():
-        return path
-    raise FileNotFoundError(f"{path}: not an algorithm or RLModule checkpoint (no {nested.relative_to(path)} inside)")
+    if path.name == POLICY_DIR and (path / SPEC_FILE).is_file():
+        return path.parent
+    if not (path / POLICY_DIR / SPEC_FILE).is_file():
+        raise FileNotFoundError(f"{path}: not a checkpoint with a deployable policy (no {POLICY_DIR}/{SPEC_FILE}; "
+                                "one saved by an earlier release of rllib-caps must be retrained)")
+    return path
 
 
-def load_module(path: str | Path, *, verify: bool = True) -> RLModule:
-    """The module of an ``Algorithm`` checkpoint directory (or of its RLModule subdirectory) on CPU, after
-    checking the files against the checkpoint's ``manifest.json`` (``verify=False``: not checked, with a warning)."""
-    given = Path(resolve_local(path))
-    module_dir = module_checkpoint_dir(given)
-    # manifest.json sits at the root of the Algorithm checkpoint, four levels above the module directory.
-    verify_manifest(given if module_dir != given or len(given.parts) < 5 else given.parents[3], verify=verify)
+def policy_spec(path: str | Path) -> dict[str, Any]:
+    """The ``spec.json`` of the checkpoint at ``path`` (not checked against its manifest: ``load_module`` is)."""
+    spec_file = checkpoint_root(path) / POLICY_DIR / SPEC_FILE
     try:
-        module = RLModule.from_checkpoint(module_dir)
-    except Exception as err:  # unpickling a damaged file raises almost anything
-        raise CheckpointError(f"{module_dir}: cannot load the module ({type(err).__name__}: {err}); if another "
+        spec = json.loads(spec_file.read_text())
+    except (OSError, ValueError) as err:
+        raise CheckpointError(f"{spec_file}: unreadable ({err})") from err
+    if not isinstance(spec, dict) or spec.get("format") != SPEC_FORMAT:
+        raise CheckpointError(f"{spec_file}: not a policy spec of format {SPEC_FORMAT}")
+    return spec
+
+
+def load_module(path: str | Path, module_classes: Sequence[type[RLModule]], *, verify: bool = True) -> RLModule:
+    """The module of the checkpoint at ``path`` on CPU, built from its ``policy/`` files as one of
+    ``module_classes`` (the spec names which), after checking the files against the checkpoint's ``manifest.json``
+    (``verify=False``: not checked, with a warning). Nothing in the files is executed."""
+    root = checkpoint_root(path)
+    verify_manifest(root, verify=verify)
+    spec = policy_spec(root)
+    spec_file = root / POLICY_DIR / SPEC_FILE
+    known = {class_name(cls): cls for cls in module_classes}
+    module_class = known.get(spec.get("module_class"))
+    if module_class is None:
+        raise CheckpointError(f"{spec_file}: holds a {spec.get('module_class')}, not one of {', '.join(known)}")
+    weights = spec_file.with_name(WEIGHTS_FILE)
+    try:
+        module = RLModuleSpec(module_class=module_class, observation_space=_space(spec["observation_space"]),
+                              action_space=_space(spec["action_space"]),
+                              model_config=spec["model_config"]).build()
+        module.set_state(load_file(str(weights)))
+    except (OSError, SafetensorError, KeyError, TypeError, ValueError) as err:
+        raise CheckpointError(f"{weights}: cannot load the module ({type(err).__name__}: {err}); if another "
                               "release of rllib-caps saved it, retrain it with this one") from err
+    bad = [name for name, value in module.state_dict().items() if value.is_floating_point()
+           and not torch.isfinite(value).all()]
+    if bad:
+        raise CheckpointError(f"{weights}: NaN or inf in {', '.join(bad[:4])}: a diverged training; refusing to act")
     return module.to("cpu")
 
 
 class DeployedPolicy:
     """Base of the deployable policies: ``module`` (on CPU, eval mode) and what the rollouts and the evaluate CLI
-    read of it."""
+    read of it. ``module_class`` is the RLModule class a subclass deploys."""
+
+    module_class: ClassVar[type[RLModule]]
 
     def __init__(self, module: RLModule) -> None:
         self.module = module.eval()
 
     @classmethod
     def from_checkpoint(cls, path: str | Path, *, verify: bool = True) -> Any:
-        """Loads the module from an ``Algorithm`` checkpoint directory (or its RLModule subdirectory), after
-        checking the files against the checkpoint's ``manifest.json`` (``verify=False``: not checked, logged)."""
-        return cls(load_module(path, verify=verify))
+        """Loads the module from a checkpoint directory's pickle-free ``policy/`` files, after checking them
+        against the checkpoint's ``manifest.json`` (``verify=False``: not checked, logged)."""
+        return cls(load_module(path, [cls.module_class], verify=verify))
 
     @property
     def task(self) -> str | None:

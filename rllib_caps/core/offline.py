@@ -30,6 +30,7 @@ from ray.rllib.utils.metrics import (
 )
 
 from rllib_caps.core.budget_connector import CostBudget
+from rllib_caps.core.deployment import save_policy
 from rllib_caps.core.evaluation import evaluate_at_thresholds
 from rllib_caps.core.keys import TIME_LIMITS
 from rllib_caps.core.precision import DEFAULT_MATMUL_PRECISION, MATMUL_PRECISIONS
@@ -284,10 +285,14 @@ class OfflineSafeAlgorithm(Algorithm):
 
     @override(Algorithm)
     def save_to_path(self, path: Any = None, **kwargs: Any) -> str:
-        """``Algorithm.save_to_path`` that also takes a relative local path, and writes ``manifest.json`` with the
-        sha256 of every file of a local checkpoint (``rllib_caps.utils.manifest``)."""
+        """``Algorithm.save_to_path`` that also takes a relative local path, and writes a local checkpoint's
+        pickle-free deployable policy (``policy/``, ``core.deployment.save_policy``) and ``manifest.json`` with the
+        sha256 of every file (``rllib_caps.utils.manifest``)."""
         saved = super().save_to_path(None if path is None else resolve_local(path), **kwargs)
         if "://" not in saved and kwargs.get("filesystem") is None:
+            data = self.config.input_
+            save_policy(self.get_module(), Path(saved),
+                        training_data=None if data is None else str(data if isinstance(data, str) else data[0]))
             write_manifest(Path(saved))
         return saved
 

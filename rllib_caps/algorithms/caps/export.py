@@ -11,7 +11,6 @@ action bounds. Inputs (batch ``B``): ``obs`` float32 ``(B, D)``, ``cost_spent`` 
 from __future__ import annotations
 
 import json
-import pickle
 import warnings
 from pathlib import Path
 from typing import Any
@@ -77,17 +76,13 @@ def export_onnx(module: nn.Module, path: Path) -> None:
     onnx.save_model(proto, str(path))
 
 
-def training_data(checkpoint: Path) -> dict[str, Any] | None:
-    """The dataset an Algorithm checkpoint was trained on (its config's ``input_``) with the sha256 of its source
-    file and Parquet files from the dataset's ``metadata.json``; None for an RLModule-only checkpoint."""
-    ctor_file = checkpoint / "class_and_ctor_args.pkl"
-    if not ctor_file.is_file():
+def training_data(spec: dict[str, Any]) -> dict[str, Any] | None:
+    """The dataset a checkpoint was trained on (recorded in its policy ``spec``, ``core.deployment.policy_spec``)
+    with the sha256 of its source file and Parquet files from the dataset's ``metadata.json``; None if none was
+    recorded."""
+    if not spec.get("training_data"):
         return None
-    with ctor_file.open("rb") as f:
-        config = pickle.load(f)["ctor_args_and_kwargs"][0][0]
-    if not isinstance(config, dict) or not config.get("input_"):
-        return None
-    data = Path(config["input_"] if isinstance(config["input_"], str) else config["input_"][0])
+    data = Path(spec["training_data"])
     metadata_file = (data.parent if data.is_dir() else data.parent.parent) / METADATA_FILE
     metadata = json.loads(metadata_file.read_text()) if metadata_file.is_file() else {}
     return {"path": str(data), "source": metadata.get("source"), "files": metadata.get("files")}

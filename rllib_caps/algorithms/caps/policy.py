@@ -38,6 +38,7 @@ from ray.rllib.core.rl_module.rl_module import RLModule
 
 from rllib_caps.algorithms.caps.fqe import evaluate_critics
 from rllib_caps.algorithms.caps.switching import HEAD_SELECTIONS
+from rllib_caps.algorithms.caps.torch.default_caps_torch_rl_module import DefaultCAPSTorchRLModule
 from rllib_caps.core.budget import BudgetTracker, check_budget_input
 from rllib_caps.core.calibration import CostCriticAPI
 from rllib_caps.core.critic_variants import CriticVariantsAPI, FQESettings
@@ -46,6 +47,8 @@ from rllib_caps.core.deployment import DeployedPolicy
 
 class CAPSPolicy(DeployedPolicy, CriticVariantsAPI, CostCriticAPI):
     """The CAPS switching policy on CPU; ``budget`` (a ``BudgetTracker``) keeps c_<t and t per episode."""
+
+    module_class = DefaultCAPSTorchRLModule
 
     def __init__(self, module: RLModule, critics: Any = None) -> None:
         super().__init__(module)

@@ -21,6 +21,7 @@ import torch
 from ray.rllib.core.rl_module.rl_module import RLModule
 
 from rllib_caps.algorithms.cdt.context import ContextWindow
+from rllib_caps.algorithms.cdt.torch.default_cdt_torch_rl_module import DefaultCDTTorchRLModule
 from rllib_caps.core.budget import check_budget_input
 from rllib_caps.core.deployment import DeployedPolicy
 from rllib_caps.utils.manifest import CheckpointError
@@ -29,6 +30,7 @@ from rllib_caps.utils.manifest import CheckpointError
 class CDTPolicy(DeployedPolicy):
     """The CDT policy on CPU; one ``ContextWindow`` per env keeps the last L steps and the running targets."""
 
+    module_class = DefaultCDTTorchRLModule
     num_heads = 1  # one policy; ``last_heads`` is always 0
 
     def __init__(self, module: RLModule) -> None:
