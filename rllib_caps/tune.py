@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -32,15 +31,7 @@ from rllib_caps.report.records import REPORT_DIR, load_trials
 from rllib_caps.sweeps.grid import describe_grid
 from rllib_caps.sweeps.options import PACK_MODES, SweepError, SweepOptions, option_type, resolve_options
 from rllib_caps.sweeps.packing import MAX_MEMBERS
-from rllib_caps.sweeps.plan import (
-    GRID_AXES,
-    PLAN_FILE,
-    PlanChangedError,
-    check_plan,
-    new_trial_grids,
-    read_plan,
-    sweep_plan,
-)
+from rllib_caps.sweeps.plan import PlanChangedError, changed_plan_advice, check_plan
 from rllib_caps.sweeps.runner import check_experiment_dir, run_sweep, start_ray
 from rllib_caps.sweeps.tracking import DEFAULT_WANDB_PROJECT, MLFLOW_DB, SQLITE
 from rllib_caps.sweeps.trials import missing_datasets, missing_datasets_message
@@ -82,44 +73,6 @@ def prepare_data(options: SweepOptions, missing: list[TaskSpec], source: Any) ->
     if failed:
         raise SweepError(f"--prepare {options.prepare}: no dataset for {', '.join(failed)} (errors above); "
                          "no trial was started")
-
-
-def without_flags(argv: list[str], flags: list[str]) -> list[str]:
-    """``argv`` without the given long flags and their values (``--seeds 0 1``, ``--name=x``); flags appended after
-    it win over any abbreviation left in it, as argparse keeps the last."""
-    kept, dropping = [], False
-    for text in argv:
-        if text.startswith("-"):
-            dropping = text.split("=", 1)[0] in flags
-        if not dropping:
-            kept.append(text)
-    return kept
-
-
-def changed_plan_advice(err: PlanChangedError, options: SweepOptions, argv: list[str]) -> str:
-    """What to run instead of a command that changed a sweep's plan: where its grid only changed, one sweep per grid
-    of the new trials (``new_trial_grids``), each inside the experiment directory, whose report reads them all
-    (the report reads every trial under it); else the sweep's own values, or another --name."""
-    recorded, planned = read_plan(err.experiment_dir) or {}, sweep_plan(options)
-    grid_only = all(c.key in GRID_AXES for c in err.changes) and not options.search
-    grids = new_trial_grids(recorded, planned) if grid_only else []
-    keep = f"Repeat the sweep's own values ({err.experiment_dir / PLAN_FILE}) to continue or report it"
-    if not grids:
-        return f"{keep}, or give another --name to start a sweep of these values."
-    lines = [f"{keep}. To train only the new trials, as sweeps of their own inside it:"]
-    for axis, grid in grids:
-        flags = {f"--{key}": [",".join(values)] if key == "tasks" else list(map(str, values))
-                 for key, values in grid.items()}
-        flags.update({"--storage": [str(err.experiment_dir)], "--name": [f"{axis}-{'-'.join(map(str, grid[axis]))}"]})
-        given = without_flags(argv, ["--resume", *flags])
-        lines.append("  " + shlex.join(["python", "-m", "rllib_caps.tune", *given,
-                                        *(text for flag, values in flags.items() for text in (flag, *values))]))
-    report = ["python", "-m", "rllib_caps.report", str(err.experiment_dir)]
-    lines.append("then one report of all its trials:\n  "
-                 + shlex.join(report + (["--cost-limits"] if options.report_cost_limits else [])))
-    if any(c.removed for c in err.changes):
-        lines.append("(The trials of the removed values stay in the sweep and its report.)")
-    return "\n".join(lines)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -265,9 +218,9 @@ def main(argv: list[str] | None = None) -> int:
             raise SweepError(missing_datasets_message(options.data_root, missing))
         source = prepare_source(options.prepare) if missing else None
     except (SweepError, OutputNotWritableError) as err:
-        advice = changed_plan_advice(err, options, sys.argv[1:] if argv is None else argv) \
+        advice = f"\n{changed_plan_advice(err, sys.argv[1:] if argv is None else argv)}" \
             if isinstance(err, PlanChangedError) else ""
-        print(f"error: {err}" + (f"\n{advice}" if advice else ""), file=sys.stderr)
+        print(f"error: {err}{advice}", file=sys.stderr)
         return 2
     import ray
 

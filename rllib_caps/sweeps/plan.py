@@ -4,13 +4,15 @@ starts, and the check that a later run of the same ``--name`` (a re-run, or ``--
 Tune runs an experiment's trials as they were planned: ``Tuner.restore`` adds no trials, drops none, and keeps the
 trials' configs and Tune's settings. A command whose grid or settings differ from the recorded plan is therefore
 refused with each difference named (``PlanChangedError``); ``new_trial_grids`` splits a grown grid into the grids
-of only its new trials, each of which can run as a sweep of its own.
+of only its new trials, each of which can run as a sweep of its own inside the old one (``changed_plan_advice``
+prints their commands), where the report of the old one reads them too.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import shlex
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -102,8 +104,9 @@ def plan_changes(recorded: dict[str, Any], planned: dict[str, Any]) -> list[Plan
 class PlanChangedError(SweepError):
     """A command that asks an existing experiment for another grid or other settings than it was planned with."""
 
-    def __init__(self, experiment_dir: Path, changes: list[PlanChange]) -> None:
-        self.experiment_dir, self.changes = experiment_dir, changes
+    def __init__(self, experiment_dir: Path, recorded: dict[str, Any], planned: dict[str, Any]) -> None:
+        self.experiment_dir, self.recorded, self.planned = experiment_dir, recorded, planned
+        self.changes = changes = plan_changes(recorded, planned)
         grid = any(c.key in GRID_AXES for c in changes)
         super().__init__(
             f"{experiment_dir} holds a sweep planned with other values (its {PLAN_FILE}); Tune runs an experiment's "
@@ -140,9 +143,9 @@ def check_plan(options: SweepOptions) -> None:
         logger.warning("%s has no %s (started before sweeps recorded their plan): this command's grid and settings "
                        "are not checked against the sweep's", experiment_dir, PLAN_FILE)
         return
-    changes = plan_changes(recorded, sweep_plan(options))
-    if changes:
-        raise PlanChangedError(experiment_dir, changes)
+    planned = sweep_plan(options)
+    if plan_changes(recorded, planned):
+        raise PlanChangedError(experiment_dir, recorded, planned)
 
 
 def record_plan(options: SweepOptions) -> None:
@@ -178,3 +181,41 @@ def new_trial_grids(recorded: dict[str, Any], planned: dict[str, Any]) -> list[t
         if all(grid.values()):
             grids.append((axis, {key: values for key, values in grid.items() if values != planned[key]}))
     return grids
+
+
+def without_flags(argv: list[str], flags: list[str]) -> list[str]:
+    """``argv`` without the given long flags and their values (``--seeds 0 1``, ``--name=x``); flags appended after
+    it win over any abbreviation left in it, as argparse keeps the last."""
+    kept, dropping = [], False
+    for text in argv:
+        if text.startswith("-"):
+            dropping = text.split("=", 1)[0] in flags
+        if not dropping:
+            kept.append(text)
+    return kept
+
+
+def changed_plan_advice(err: PlanChangedError, argv: list[str]) -> str:
+    """What to run instead of the ``tune`` command ``argv`` that changed a sweep's plan: where only a grid sweep's
+    grid changed, one command per grid of the new trials (``new_trial_grids``), each a sweep inside the experiment
+    directory, and the report that reads them all (it reads every trial under the directory); else the sweep's own
+    values, or another --name."""
+    grid_only = all(c.key in GRID_AXES for c in err.changes) and not err.planned.get("search")
+    grids = new_trial_grids(err.recorded, err.planned) if grid_only else []
+    keep = f"Repeat the sweep's own values ({err.experiment_dir / PLAN_FILE}) to continue or report it"
+    if not grids:
+        return f"{keep}, or give another --name to start a sweep of these values."
+    lines = [f"{keep}. To train only the new trials, as sweeps of their own inside it:"]
+    for axis, grid in grids:
+        flags = {f"--{key}": [",".join(values)] if key == "tasks" else list(map(str, values))
+                 for key, values in grid.items()}
+        flags.update({"--storage": [str(err.experiment_dir)], "--name": [f"{axis}-{'-'.join(map(str, grid[axis]))}"]})
+        given = without_flags(argv, ["--resume", *flags])
+        lines.append("  " + shlex.join(["python", "-m", "rllib_caps.tune", *given,
+                                        *(text for flag, values in flags.items() for text in (flag, *values))]))
+    cost_limits = ["--cost-limits"] if SweepOptions(algos=err.planned["algos"]).report_cost_limits else []
+    lines.append("then one report of all its trials:\n  "
+                 + shlex.join(["python", "-m", "rllib_caps.report", str(err.experiment_dir), *cost_limits]))
+    if any(c.removed for c in err.changes):
+        lines.append("(The trials of the removed values stay in the sweep and its report.)")
+    return "\n".join(lines)
