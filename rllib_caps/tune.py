@@ -205,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
                              f"({', '.join(searchable)}); got --algos {' '.join(options.algos)}")
         if options.dry_run:
             print(describe_grid(options, tasks, None if options.address else os.cpu_count()))  # local Ray: all
+            check_plan(options)  # and whether running it would be refused
             return 0
         check_plan(options)
         if not options.resume and finished_experiment(options.experiment_dir):

@@ -176,6 +176,9 @@ def test_the_new_trials_of_a_grown_grid_are_split_into_disjoint_grids() -> None:
     new = [trials(planned, **grid) for _, grid in grids]
     assert sum(map(len, new)) == len(set().union(*new))  # disjoint
     assert set().union(*new) == trials(planned) - trials(recorded)
+    assert new_trial_grids(sweep_plan(SweepOptions(heads=[2])), sweep_plan(SweepOptions(heads=[4]))) == [
+        ("heads", {"heads": [4]})]  # a replaced value: its grid still names it
+    assert new_trial_grids(recorded, sweep_plan(SweepOptions(algos=["bc-all"], seeds=[0, 10], heads=[2, 4]))) == []
 
 
 def test_rerunning_a_finished_sweep_is_a_friendly_no_op(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -416,6 +419,9 @@ def test_resume_with_changed_training_settings_is_refused_naming_each(
     for change in ("training.steps: 60 -> 120", "training.batch_size: 32 -> 64", "heads: added 4; removed 2"):
         assert f"  {change}\n" in err, err
     assert str(experiment / PLAN_FILE) in err and "Started a local Ray" not in err
+    assert main([*argv, "--heads", "4", "--dry-run"]) == 2  # the grid it asks for, and that running it is refused
+    captured = capsys.readouterr()
+    assert "heads {4}" in captured.out and "  heads: added 4; removed 2\n" in captured.err
     assert sorted(p.relative_to(experiment) for p in experiment.rglob("*")) == before
 
 

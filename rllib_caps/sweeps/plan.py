@@ -170,8 +170,8 @@ def _algos_with(axis: str, algos: list[str]) -> list[str]:
 def new_trial_grids(recorded: dict[str, Any], planned: dict[str, Any]) -> list[tuple[str, dict[str, list[Any]]]]:
     """The trials ``planned`` has and ``recorded`` has not, as grids: for each grid axis whose values grew, its added
     values × the values both plans share on the axes before it × the planned values on the axes after it (so no two
-    grids share a trial), only for the algorithms that axis multiplies. Each is (the axis, the options it sets other
-    than ``planned`` does); empty grids are left out."""
+    grids share a trial), only for the algorithms that axis multiplies. Each is (the axis, its added values and the
+    other options it sets otherwise than ``planned`` does); empty grids are left out."""
     grids = []
     for i, axis in enumerate(GRID_AXES):
         added = [v for v in planned[axis] if v not in recorded[axis]]
@@ -179,7 +179,8 @@ def new_trial_grids(recorded: dict[str, Any], planned: dict[str, Any]) -> list[t
                                 for before in GRID_AXES[:i]}}
         grid["algos"] = _algos_with(axis, grid.get("algos", planned["algos"]))
         if all(grid.values()):
-            grids.append((axis, {key: values for key, values in grid.items() if values != planned[key]}))
+            grids.append((axis, {key: values for key, values in grid.items()
+                                 if key == axis or values != planned[key]}))
     return grids
 
 
