@@ -94,6 +94,9 @@ def kept_evaluations(report_dir: Path, records: Sequence[TrialRecord]) -> tuple[
     wanted = [r.key for r in records if get_algorithm(r.algo).threshold_at_deployment]
     kept = {key: previous[key] for key in wanted if key in previous}
     if not kept:
+        if wanted:
+            logger.warning("%s evaluated none of these checkpoints (keys are trial paths: a moved experiment?); no "
+                           "cost-limit table: --cost-limits evaluates them", path)
         return {}, 0
     lacking = len(wanted) - len(kept)
     logger.info("keeping the cost-limit evaluations of the previous report (%s, %d checkpoint(s)%s); --cost-limits "
