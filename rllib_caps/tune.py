@@ -31,6 +31,7 @@ from rllib_caps.report.records import REPORT_DIR, load_trials
 from rllib_caps.sweeps.grid import describe_grid
 from rllib_caps.sweeps.options import PACK_MODES, SweepError, SweepOptions, option_type, resolve_options
 from rllib_caps.sweeps.packing import MAX_MEMBERS
+from rllib_caps.sweeps.plan import PlanChangedError, changed_plan_advice, check_plan
 from rllib_caps.sweeps.runner import check_experiment_dir, run_sweep, start_ray
 from rllib_caps.sweeps.tracking import DEFAULT_WANDB_PROJECT, MLFLOW_DB, SQLITE
 from rllib_caps.sweeps.trials import missing_datasets, missing_datasets_message
@@ -204,7 +205,9 @@ def main(argv: list[str] | None = None) -> int:
                              f"({', '.join(searchable)}); got --algos {' '.join(options.algos)}")
         if options.dry_run:
             print(describe_grid(options, tasks, None if options.address else os.cpu_count()))  # local Ray: all
+            check_plan(options)  # and whether running it would be refused
             return 0
+        check_plan(options)
         if not options.resume and finished_experiment(options.experiment_dir):
             print(f"{options.experiment_dir} already holds this finished sweep; its report is in "
                   f"{options.experiment_dir / REPORT_DIR}. Nothing to do (pass --name to start another).")
@@ -216,7 +219,9 @@ def main(argv: list[str] | None = None) -> int:
             raise SweepError(missing_datasets_message(options.data_root, missing))
         source = prepare_source(options.prepare) if missing else None
     except (SweepError, OutputNotWritableError) as err:
-        print(f"error: {err}", file=sys.stderr)
+        advice = f"\n{changed_plan_advice(err, sys.argv[1:] if argv is None else argv)}" \
+            if isinstance(err, PlanChangedError) else ""
+        print(f"error: {err}{advice}", file=sys.stderr)
         return 2
     import ray
 

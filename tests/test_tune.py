@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -18,8 +19,10 @@ from sim_datasets import make_data_root  # tests/sim_datasets.py
 
 from rllib_caps.envs.tasks import get_task
 from rllib_caps.report import MainTable, load_trials, summarize, write_report
+from rllib_caps.report.__main__ import main as report_main
 from rllib_caps.sweeps.grid import describe_grid, grid_variants
 from rllib_caps.sweeps.options import SweepError, SweepOptions, load_config_file, resolve_options
+from rllib_caps.sweeps.plan import PLAN_FILE, new_trial_grids, sweep_plan
 from rllib_caps.sweeps.resources import plan_resources
 from rllib_caps.sweeps.runner import dashboard_message, run_sweep, setup_dict
 from rllib_caps.sweeps.trials import (
@@ -142,6 +145,40 @@ def test_config_file_types_and_repeats_are_checked_before_anything_runs(tmp_path
     with pytest.raises(SweepError, match=re.escape(message)) as err:
         resolve_options(parse_args(["--config", str(config)]))
     assert str(config) in str(err.value)
+
+
+@pytest.mark.parametrize("text", ["", "# every option commented out\n# seeds: [0]\n", "null\n"])
+def test_an_empty_config_file_is_an_error_before_anything_runs(tmp_path: Path, text: str,
+                                                               capsys: pytest.CaptureFixture) -> None:
+    """Not the default sweep (3 seeds of 100k steps) by accident: the file is named, exit 2, nothing written."""
+    config = tmp_path / "empty.yaml"
+    config.write_text(text)
+    assert main(["--config", str(config), "--storage", str(tmp_path / "results")]) == 2
+    err = capsys.readouterr().err
+    assert f"--config {config}: the file sets no options" in err and "Started a local Ray" not in err
+    assert not (tmp_path / "results").exists()
+
+
+def test_the_new_trials_of_a_grown_grid_are_split_into_disjoint_grids() -> None:
+    """Each trial the larger plan adds is in exactly one grid, and no trial of the recorded plan is in any; an axis
+    that only some algorithms have (K) adds trials of those algorithms only."""
+    recorded = sweep_plan(SweepOptions(algos=["caps", "bc-all"], seeds=[0, 10], heads=[2]))
+    planned = sweep_plan(SweepOptions(algos=["caps", "bc-all", "bc-safe"], seeds=[0, 10, 20], heads=[2, 4]))
+
+    def trials(plan: dict, **grid: list) -> set[tuple]:
+        plan = {**plan, **grid}
+        return {(algo, seed, heads if algo == "caps" else None) for algo in plan["algos"] for seed in plan["seeds"]
+                for heads in plan["heads"]}
+
+    grids = new_trial_grids(recorded, planned)
+    assert [axis for axis, _ in grids] == ["algos", "seeds", "heads"]
+    assert grids[2][1] == {"heads": [4], "algos": ["caps"], "seeds": [0, 10]}
+    new = [trials(planned, **grid) for _, grid in grids]
+    assert sum(map(len, new)) == len(set().union(*new))  # disjoint
+    assert set().union(*new) == trials(planned) - trials(recorded)
+    assert new_trial_grids(sweep_plan(SweepOptions(heads=[2])), sweep_plan(SweepOptions(heads=[4]))) == [
+        ("heads", {"heads": [4]})]  # a replaced value: its grid still names it
+    assert new_trial_grids(recorded, sweep_plan(SweepOptions(algos=["bc-all"], seeds=[0, 10], heads=[2, 4]))) == []
 
 
 def test_rerunning_a_finished_sweep_is_a_friendly_no_op(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -327,3 +364,80 @@ def test_a_reused_trial_actor_gives_the_results_of_a_fresh_one(ray_address: str,
     assert any(not torch.equal(first["weights"][k], again["weights"][k]) for k in first["weights"])
     for name, value in expected["weights"].items():
         assert torch.equal(again["weights"][name], value), name
+
+
+@pytest.fixture(scope="module")
+def finished_sweep(ray_address: str, data_root: Path, tmp_path_factory: pytest.TempPathFactory
+                   ) -> tuple[Path, list[str]]:
+    """One tiny CAPS trial (seed 0) swept and reported as ``tune`` does, cost-limit table included; returns its
+    experiment directory and the ``tune`` arguments that made it."""
+    storage = tmp_path_factory.mktemp("finished")
+    config = storage / "sweep.yaml"
+    config.write_text(yaml.safe_dump({"tasks": "BallCircle", "seeds": [0], "data_root": str(data_root),
+                                      "training": TINY_TRAINING}))
+    argv = ["--config", str(config), "--storage", str(storage)]
+    experiment = run_sweep(resolve_options(parse_args(argv)))
+    write_report(experiment, cost_limits=True, episodes=1)
+    return experiment, argv
+
+
+@pytest.mark.slow
+def test_a_rerun_with_another_seed_is_refused_and_its_command_trains_only_the_new_trial(
+        finished_sweep: tuple[Path, list[str]], tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """``--seeds 0 1`` on a finished sweep of seed 0: no "nothing to do", but exit 2 naming the added seed and the
+    command that trains seed 1 alone, inside the sweep; that command trains one trial, and the report of the sweep
+    then has both seeds, seed 0's results untouched."""
+    experiment = shutil.copytree(finished_sweep[0], tmp_path / "sweep")
+    argv = [*finished_sweep[1], "--storage", str(tmp_path)]
+    seed0 = {p: p.read_bytes() for p in experiment.glob("*/result.json")}
+    assert main(argv) == 0 and "already holds this finished sweep" in capsys.readouterr().out
+    assert main([*argv, "--seeds", "0", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "seeds: added 1" in err and "Started a local Ray" not in err
+    (command,) = [shlex.split(line) for line in err.splitlines() if line.startswith("  python -m rllib_caps.tune")]
+    assert command[-4:] == ["--storage", str(experiment), "--name", "seeds-1"]
+    assert f"python -m rllib_caps.report {experiment} --cost-limits" in err
+    run_sweep(resolve_options(parse_args(command[3:])))  # as `tune` would, on the session's Ray
+    assert [r.seed for r in load_trials(experiment / "seeds-1")[0]] == [1]
+    records, unfinished = load_trials(experiment)
+    assert unfinished == [] and sorted(r.seed for r in records) == [0, 1]
+    assert {p: p.read_bytes() for p in experiment.glob("*/result.json")} == seed0
+
+
+@pytest.mark.slow
+def test_resume_with_changed_training_settings_is_refused_naming_each(
+        finished_sweep: tuple[Path, list[str]], tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Tune keeps a resumed experiment's trials and settings, so ``--resume`` with another --steps, batch size or K
+    is an error naming each change with its old and new value, before Ray starts; nothing in the sweep changes."""
+    experiment, argv = finished_sweep
+    before = sorted(p.relative_to(experiment) for p in experiment.rglob("*"))
+    config = tmp_path / "bigger.yaml"
+    config.write_text(yaml.safe_dump({**yaml.safe_load(Path(argv[1]).read_text()),
+                                      "training": {**TINY_TRAINING, "batch_size": 64}}))
+    assert main([*argv, "--config", str(config), "--name", "sweep", "--resume", "--steps", "120", "--heads", "4"]) == 2
+    err = capsys.readouterr().err
+    for change in ("training.steps: 60 -> 120", "training.batch_size: 32 -> 64", "heads: added 4; removed 2"):
+        assert f"  {change}\n" in err, err
+    assert str(experiment / PLAN_FILE) in err and "Started a local Ray" not in err
+    assert main([*argv, "--heads", "4", "--dry-run"]) == 2  # the grid it asks for, and that running it is refused
+    captured = capsys.readouterr()
+    assert "heads {4}" in captured.out and "  heads: added 4; removed 2\n" in captured.err
+    assert sorted(p.relative_to(experiment) for p in experiment.rglob("*")) == before
+
+
+@pytest.mark.slow
+def test_a_report_without_cost_limits_keeps_the_previous_cost_limit_table(
+        finished_sweep: tuple[Path, list[str]], caplog: pytest.LogCaptureFixture) -> None:
+    """The cost-limit evaluations cannot be recomputed without --cost-limits: a plain re-run of the report keeps
+    the previous ones (files and section) and says so in one log line."""
+    report = finished_sweep[0] / "report"
+    files = {name: (report / name).read_text() for name in ("cost_limits.json", "cost_limits.md")}
+    assert "## Cost-limit ablation" in (report / "report.md").read_text()
+    with caplog.at_level("INFO", logger="rllib_caps.report"):
+        assert report_main([str(finished_sweep[0])]) == 0
+    assert {name: (report / name).read_text() for name in files} == files
+    assert (report / "cost_limits.csv").is_file() and (report / "cost_limits.tex").is_file()
+    text = (report / "report.md").read_text()
+    assert "## Cost-limit ablation" in text and "Kept from the previous report" in text
+    kept = [r.getMessage() for r in caplog.records if "keeping the cost-limit evaluations" in r.getMessage()]
+    assert len(kept) == 1 and str(report / "cost_limits.json") in kept[0]

@@ -3,10 +3,12 @@ retraining, counting safe tasks."""
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,6 +22,7 @@ from rllib_caps.utils.manifest import CheckpointError
 
 logger = logging.getLogger("rllib_caps.report")
 
+EVALUATIONS_FILE = "cost_limits.json"  # record key -> its results at the limits, in the report directory
 # The paper's cost-limit configurations {a, b}: κ = a for Bullet and MetaDrive, b for Safety-Gymnasium and Velocity.
 COST_LIMITS: tuple[tuple[int, int], ...] = ((5, 10), (10, 20), (15, 30), (20, 40), (30, 60), (40, 80))
 
@@ -72,6 +75,34 @@ def evaluate_cost_limits(records: Sequence[TrialRecord], episodes: int, jobs: in
         else:
             evaluations[record.key] = result
     return evaluations, skipped
+
+
+def kept_evaluations(report_dir: Path, records: Sequence[TrialRecord]) -> tuple[dict[str, dict[str, Any]], int]:
+    """For a report that does not evaluate the checkpoints again: the evaluations of ``records``' checkpoints that the
+    previous report in ``report_dir`` made (its ``cost_limits.json``), and how many of those checkpoints it lacks
+    (trained since, or skipped then); said in one log line. Empty where it made none of them."""
+    path = report_dir / EVALUATIONS_FILE
+    if not path.is_file():
+        return {}, 0
+    try:
+        previous = json.loads(path.read_text())
+        if not isinstance(previous, dict):
+            raise ValueError("not a JSON object")
+    except (OSError, ValueError) as err:  # json.JSONDecodeError is a ValueError
+        logger.warning("%s: unreadable (%s); the previous cost-limit table is not kept", path, err)
+        return {}, 0
+    wanted = [r.key for r in records if get_algorithm(r.algo).threshold_at_deployment]
+    kept = {key: previous[key] for key in wanted if key in previous}
+    if not kept:
+        if wanted:
+            logger.warning("%s evaluated none of these checkpoints (keys are trial paths: a moved experiment?); no "
+                           "cost-limit table: --cost-limits evaluates them", path)
+        return {}, 0
+    lacking = len(wanted) - len(kept)
+    logger.info("keeping the cost-limit evaluations of the previous report (%s, %d checkpoint(s)%s); --cost-limits "
+                "evaluates every checkpoint again", path, len(kept),
+                f"; {lacking} checkpoint(s) not among them" if lacking else "")
+    return kept, lacking
 
 
 @dataclass(frozen=True)

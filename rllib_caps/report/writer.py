@@ -36,10 +36,12 @@ from rllib_caps.report.ablations import format_csv as ablations_csv
 from rllib_caps.report.ablations import format_latex as ablations_tex
 from rllib_caps.report.ablations import format_markdown as ablations_md
 from rllib_caps.report.cost_limits import (
+    EVALUATIONS_FILE,
     CostLimitTable,
     cost_limit_table,
     evaluate_cost_limits,
     format_cost_limits,
+    kept_evaluations,
 )
 from rllib_caps.report.critic_calibration import TrialCalibration, calibrate_trials, format_calibrations
 from rllib_caps.report.curves import load_curves
@@ -59,7 +61,10 @@ class Report:
 def build_markdown(table: MainTable, unfinished: Sequence[Path], cost_limits: CostLimitTable | None,
                    ablations: Sequence[AblationTable] = (),
                    skipped_checkpoints: Mapping[str, str] | None = None,
-                   calibrations: Sequence[TrialCalibration] = ()) -> str:
+                   calibrations: Sequence[TrialCalibration] = (), kept_limits: tuple[Path, int] | None = None
+                   ) -> str:
+    """``kept_limits``: the previous ``cost_limits.json`` the cost-limit table was kept from, and how many checkpoints
+    it lacks."""
     algos = sorted({get_algorithm(r.algo).display_name for r in table.rows})
     title = algos[0] if len(algos) == 1 else "Main table"
     parts = [f"## {title}: normalised reward and cost", "", format_markdown(table, ci=True)]
@@ -73,6 +78,11 @@ def build_markdown(table: MainTable, unfinished: Sequence[Path], cost_limits: Co
                   + ", ".join(p.name for p in unfinished)]
     if cost_limits is not None:
         parts += ["", "## Cost-limit ablation: safe tasks", "", format_cost_limits(cost_limits, "md")]
+    if cost_limits is not None and kept_limits is not None:
+        path, lacking = kept_limits
+        parts += ["", f"Kept from the previous report ({path}), not evaluated again"
+                  + (f"; {lacking} checkpoint(s) are not in it" if lacking else "")
+                  + ": `python -m rllib_caps.report` with `--cost-limits` evaluates every checkpoint."]
     if skipped_checkpoints:
         parts += ["", f"{len(skipped_checkpoints)} checkpoint(s) failed their integrity check and are left out of "
                   "the cost-limit table: " + "; ".join(skipped_checkpoints.values())]
@@ -109,14 +119,18 @@ def write_report(experiment_dir: str | Path, *, out: str | Path | None = None, f
     except OutputNotWritableError as err:
         raise ReportError(str(err)) from err
     table = MainTable(summarize(records))
-    limits_table = evaluations = skipped = None
+    limits_table = evaluations = skipped = kept_limits = None
     deployed = [r for r in records if r.critic == "offline"]  # one record per checkpoint
     if cost_limits:
         evaluations, skipped = evaluate_cost_limits(deployed, episodes, jobs, verify=verify)
+    else:  # what this report does not compute again, it keeps from the one it replaces
+        kept, lacking = kept_evaluations(out_dir, deployed)
+        evaluations, kept_limits = (kept, (out_dir / EVALUATIONS_FILE, lacking)) if kept else (None, None)
+    if evaluations is not None:
         limits_table = cost_limit_table(deployed, evaluations)
     ablations = ablation_tables(records)
     calibrations = calibrate_trials(deployed, verify=verify)
-    markdown = build_markdown(table, unfinished, limits_table, ablations, skipped, calibrations)
+    markdown = build_markdown(table, unfinished, limits_table, ablations, skipped, calibrations, kept_limits)
     try:
         with atomic_directory(out_dir, force=force) as tmp:
             (tmp / "report.md").write_text(markdown + "\n")
@@ -129,9 +143,9 @@ def write_report(experiment_dir: str | Path, *, out: str | Path | None = None, f
             if limits_table is not None:
                 for fmt in ("md", "csv", "tex"):
                     (tmp / f"cost_limits.{fmt}").write_text(format_cost_limits(limits_table, fmt) + "\n")
-                (tmp / "cost_limits.json").write_text(json.dumps(evaluations, indent=1))
+                (tmp / EVALUATIONS_FILE).write_text(json.dumps(evaluations, indent=1))
             plot_reward_cost(table.rows, tmp / "reward_cost.png")
-            plot_kappa(table.rows, deployed if cost_limits else records, evaluations, tmp / "kappa.png")
+            plot_kappa(table.rows, deployed if evaluations is not None else records, evaluations, tmp / "kappa.png")
             plot_head_usage(table.rows, tmp / "head_usage.png")
             for task, lines in load_curves(deployed).items():
                 plot_learning_curves(task, lines, tmp / f"learning_{task}.png")

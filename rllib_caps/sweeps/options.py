@@ -129,11 +129,14 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     ``search_space``."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = yaml.safe_load(path.read_text())
     except OSError as err:
         raise SweepError(f"--config {path}: {err.strerror}") from err
     except yaml.YAMLError as err:
         raise SweepError(f"--config {path}: not valid YAML: {err}") from err
+    if data is None:  # an empty file, or only comments or `null`: not the default sweep by accident
+        raise SweepError(f"--config {path}: the file sets no options (it is empty, or only comments or null); "
+                         "give the sweep's options, or leave out --config for the defaults")
     if not isinstance(data, dict):
         raise SweepError(f"--config {path}: expected a mapping of options, got {type(data).__name__}")
     known = {f.name for f in fields(SweepOptions)} - COMMAND_LINE_ONLY

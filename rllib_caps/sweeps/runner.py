@@ -16,6 +16,7 @@ from rllib_caps.report.records import load_trials
 from rllib_caps.sweeps.grid import describe_grid, grid_variants
 from rllib_caps.sweeps.options import SweepError, SweepOptions
 from rllib_caps.sweeps.packing import members_that_fit, packed_variants, packs
+from rllib_caps.sweeps.plan import experiment_started, record_plan
 from rllib_caps.sweeps.resources import TrialResources, plan_resources
 from rllib_caps.sweeps.state_backup import (
     EXPERIMENT_STATE_PATTERN,
@@ -78,10 +79,11 @@ def check_trials(options: SweepOptions, tasks: Sequence[TaskSpec], setup: Mappin
 
 
 def check_experiment_dir(path: Path, resume: bool) -> None:
-    """A new experiment must not overwrite one; ``--resume`` needs one."""
+    """A new experiment must not overwrite one (a directory with only its plan is none yet); ``--resume`` needs
+    one."""
     if resume and not path.exists():
         raise SweepError(f"--resume: no experiment at {path} (check --storage and --name)")
-    if not resume and path.exists():
+    if not resume and experiment_started(path):
         raise SweepError(f"{path} already exists: continue it with --resume, or pick another --name")
 
 
@@ -180,6 +182,7 @@ def run_sweep(options: SweepOptions) -> Path:
                                max_concurrent=options.max_concurrent)
     setup = setup_dict(options, resources)
     check_trials(options, tasks, setup)
+    record_plan(options)
     logger.info("%s\n%d at a time, each %g CPU / %g GPU; results in %s", describe_grid(options, tasks, cluster_cpus),
                 resources.concurrency, resources.cpus, resources.gpus, options.experiment_dir)
     run_experiment(options, options.experiment_dir, grid_param_space(options, variants, setup),

@@ -27,6 +27,7 @@ from rllib_caps.core.ray_internals import trial_group
 from rllib_caps.report.records import MEMBERS, TrialRecord, load_trials, member_name
 from rllib_caps.sweeps.options import SweepError, SweepOptions
 from rllib_caps.sweeps.packing import packs, samples_per_population, why_not_packed
+from rllib_caps.sweeps.plan import record_plan
 from rllib_caps.sweeps.resources import plan_resources
 from rllib_caps.sweeps.runner import check_experiment_dir, check_trials, run_experiment, setup_dict
 from rllib_caps.sweeps.trials import constrained_objective
@@ -232,6 +233,7 @@ def run_search(options: SweepOptions) -> Path:
     resources = resources_for(trials)
     setup = setup_dict(options, resources)
     check_trials(options, tasks, setup)
+    record_plan(options)
     for heads in options.heads:
         search_space(heads, options.search_space)  # fail on a bad range before anything runs
     for task in tasks:
