@@ -196,3 +196,26 @@ def test_a_full_disk_is_one_line_and_keeps_the_previous_output(experiment: Path,
     assert f"{out}: no space left on device (nothing written; the previous output is kept)" in err
     assert tree(out) == before
     assert sorted(p.name for p in small_disk.iterdir()) == ["filler", "report"]
+
+
+def test_a_full_disk_while_train_saves_keeps_the_previous_checkpoint(ray_session, dataset: Path,
+                                                                     small_disk: Path,  # noqa: F811
+                                                                     monkeypatch, capsys) -> None:
+    """The training is lost (nothing can be saved), but not the checkpoint an earlier run left at --out."""
+    from rllib_caps.core.deployment import load_module
+
+    monkeypatch.setenv("RLLIB_CAPS_SMOKE_TEST", "1")
+    out = small_disk / "checkpoint"
+    argv = ["--task", "BallCircle", "--data", str(dataset), "--out", str(out), "--eval-episodes", "0"]
+    assert train_main(argv) == 0
+    before = tree(out)
+    capsys.readouterr()
+    filler = fill(small_disk)
+    os.truncate(filler, filler.stat().st_size - 2**16)  # less than a checkpoint needs
+    assert train_main([*argv, "--force"]) == 2
+    err = capsys.readouterr().err  # after the progress bar of the training
+    assert "Traceback" not in err and err.endswith(
+        f"\nerror: --out {out}: no space left on device (nothing written; the previous output is kept); the trained "
+        "model is lost: free some space and run again\n")
+    assert tree(out) == before and sorted(p.name for p in small_disk.iterdir()) == ["checkpoint", "filler"]
+    load_module(out)  # its manifest (which lists the marker) still verifies
