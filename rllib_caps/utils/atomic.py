@@ -60,10 +60,12 @@ def lock_path(out: Path) -> Path:
 
 def _is_full_disk(err: BaseException | None) -> bool:
     """Whether ``err`` or an error it came from says the device is full (torch and pyarrow wrap the OSError)."""
-    while err is not None:
+    seen = set()
+    while err is not None and id(err) not in seen:
         if (isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)) or \
                 "No space left on device" in str(err):
             return True
+        seen.add(id(err))
         err = err.__cause__ or err.__context__
     return False
 
