@@ -20,7 +20,14 @@ from rllib_caps.evaluate import main as evaluate_main
 from rllib_caps.export import main as export_main
 from rllib_caps.report.__main__ import main as report_main
 from rllib_caps.train import main as train_main
-from rllib_caps.utils.atomic import OUTPUT_MARKER, OutputBusyError, atomic_directory, lock_path, output_lock
+from rllib_caps.utils.atomic import (
+    OUTPUT_MARKER,
+    OutputBusyError,
+    atomic_directory,
+    atomic_files,
+    lock_path,
+    output_lock,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLED = ROOT / "datasets" / "BallCircle"
@@ -219,3 +226,17 @@ def test_a_full_disk_while_train_saves_keeps_the_previous_checkpoint(ray_session
         "model is lost: free some space and run again\n")
     assert tree(out) == before and sorted(p.name for p in small_disk.iterdir()) == ["checkpoint", "filler"]
     load_module(out)  # its manifest (which lists the marker) still verifies
+
+
+def test_several_file_outputs_are_replaced_in_order_and_a_failed_one_stops_the_rest(tmp_path: Path) -> None:
+    """export's model goes before its card: when the model cannot replace its file, the card is not written."""
+    model, card = tmp_path / "policy.onnx", tmp_path / "policy.md"
+    with pytest.raises(IsADirectoryError), atomic_files(model, card) as (model_tmp, card_tmp):
+        model_tmp.write_text("model")
+        card_tmp.write_text("card")
+        model.mkdir()  # in the way of the model's rename, after the up-front checks
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["policy.onnx"] and not any(model.iterdir())
+    with atomic_files(model.with_suffix(".bin"), card) as (model_tmp, card_tmp):
+        model_tmp.write_text("model")
+        card_tmp.write_text("card")
+    assert card.read_text() == "card" and model.with_suffix(".bin").read_text() == "model"
