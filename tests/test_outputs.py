@@ -215,6 +215,7 @@ def test_a_full_disk_while_train_saves_keeps_the_previous_checkpoint(ray_session
     out = small_disk / "checkpoint"
     argv = ["--task", "BallCircle", "--data", str(dataset), "--out", str(out), "--eval-episodes", "0"]
     assert train_main(argv) == 0
+    assert OUTPUT_MARKER in json.loads((out / "manifest.json").read_text())["sha256"]  # written before the manifest
     before = tree(out)
     capsys.readouterr()
     filler = fill(small_disk)
@@ -225,7 +226,7 @@ def test_a_full_disk_while_train_saves_keeps_the_previous_checkpoint(ray_session
         f"\nerror: --out {out}: no space left on device (nothing written; the previous output is kept); the trained "
         "model is lost: free some space and run again\n")
     assert tree(out) == before and sorted(p.name for p in small_disk.iterdir()) == ["checkpoint", "filler"]
-    load_module(out)  # its manifest (which lists the marker) still verifies
+    load_module(out)  # its manifest still verifies
 
 
 def test_several_file_outputs_are_replaced_in_order_and_a_failed_one_stops_the_rest(tmp_path: Path) -> None:
