@@ -113,7 +113,7 @@ def run_direct(args: argparse.Namespace, out: Path) -> None:
     for seed in range(args.trials):
         config = build_config("caps", args.task, data, steps=steps, heads=2, seed=seed, **settings)
         algo, _ = train(config, progress=False)
-        with atomic_directory(out / f"seed{seed}") as tmp:
+        with atomic_directory(out / f"seed{seed}", command="benchmarks.bench_tune_overhead") as tmp:
             algo.save_to_path(tmp)
         algo.stop()
 

@@ -40,7 +40,7 @@ import logging
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import gymnasium
@@ -51,7 +51,7 @@ from data_conversion.behavior_policies import GaussianPolicy, Snapshot, ensure_r
 from data_conversion.dsrl_format import KEYS, write_dsrl_hdf5
 from rllib_caps.envs import make_env
 from rllib_caps.envs.tasks import TaskSpec, get_task
-from rllib_caps.utils.atomic import atomic_file
+from rllib_caps.utils.atomic import OutputExistsError, OutputNotWritableError, atomic_file, atomic_files
 
 logger = logging.getLogger(__name__)
 
@@ -335,25 +335,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     plot = args.plot or args.out.with_suffix(".png")
-    existing = [p for p in (args.out, plot) if p.exists()]
-    if existing and not args.force:
-        print(f"error: {', '.join(map(str, existing))} exists; pass --force to overwrite", file=sys.stderr)
-        return 1
-    for path in (args.out, plot):
-        path.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
-    summary = build_dataset(
-        task,
-        args.out,
-        penalties=args.penalties,
-        train_steps=args.train_steps,
-        snapshots=args.snapshots,
-        episodes_per_snapshot=args.episodes_per_snapshot,
-        seed=args.seed,
-        bins=tuple(args.bins),
-        max_episodes=args.max_episodes,
-        plot=plot,
-    )
+    try:  # both outputs claimed (refused if they exist without --force, or are being written) before any work
+        with atomic_files(args.out, plot, force=args.force) as (out_tmp, plot_tmp):
+            summary = build_dataset(
+                task,
+                out_tmp,
+                penalties=args.penalties,
+                train_steps=args.train_steps,
+                snapshots=args.snapshots,
+                episodes_per_snapshot=args.episodes_per_snapshot,
+                seed=args.seed,
+                bins=tuple(args.bins),
+                max_episodes=args.max_episodes,
+                plot=plot_tmp,
+            )
+    except (OutputExistsError, OutputNotWritableError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1 if isinstance(err, OutputExistsError) else 2
+    summary = replace(summary, out=args.out, plot=plot)
     print(
         f"wrote {summary.out} ({summary.episodes} of {summary.collected} episodes, {summary.rows} rows, "
         f"cost return {summary.cost_range[0]:g}..{summary.cost_range[1]:g}, reward return "

@@ -51,8 +51,10 @@ from rllib_caps.data.validation import file_sha256
 from rllib_caps.data.values import size_problem
 from rllib_caps.envs.compat.dsrl import load_infos
 from rllib_caps.envs.tasks import TaskSpec, get_task
-from rllib_caps.utils.atomic import atomic_directory
+from rllib_caps.utils.atomic import OutputExistsError, OutputNotWritableError, atomic_directory
+from rllib_caps.utils.checks import check_apart, check_output
 
+COMMAND = "data_conversion.dsrl_to_parquet"  # names converted datasets in their output marker
 TOOL_VERSION = "2"  # bump when the output of the same input changes
 PART_ROWS = 4 * READ_CHUNK_ROWS  # rows per Parquet part file
 DOWNLOAD_TIMEOUT_S = 60.0
@@ -334,13 +336,28 @@ def convert(
     """
     spec = _task_spec(task)
     out_dir = Path(out_dir)
-    if out_dir.exists() and not force:
-        raise ConversionError(f"{out_dir} already exists; pass --force (force=True) to replace it")
     low, high = np.asarray(spec.action_low, np.float64), np.asarray(spec.action_high, np.float64)
     if not (np.isfinite(low).all() and np.isfinite(high).all() and (high > low).all()):
         raise ConversionError(f"task {spec.name} has unbounded or empty action bounds {low}..{high}")
-    h5 = Path(h5_path) if h5_path is not None else download_dataset(spec)
-    with DsrlReader(h5) as reader, atomic_directory(out_dir, force=force) as tmp:
+    try:
+        if h5_path is not None:
+            check_output(out_dir, "--out", {"--h5": h5_path})
+        with atomic_directory(out_dir, force=force, command=COMMAND) as tmp:
+            h5 = Path(h5_path) if h5_path is not None else download_dataset(spec)
+            check_apart(out_dir, "--out", {"--h5": h5})
+            metadata, files, warnings = _convert_into(tmp, spec, h5, dsrl_filter, (low, high), chunk_rows,
+                                                      part_rows, strict)
+    except (OutputExistsError, OutputNotWritableError) as err:
+        raise ConversionError(str(err)) from err
+    return ConversionSummary(out_dir, metadata["rows"], metadata["episodes"], files, metadata, tuple(warnings))
+
+
+def _convert_into(tmp: Path, spec: TaskSpec, h5: Path, dsrl_filter: DsrlFilter | None,
+                  bounds: tuple[np.ndarray, np.ndarray], chunk_rows: int, part_rows: int,
+                  strict: bool) -> tuple[dict, list[str], list[str]]:
+    """Writes the Parquet parts and ``metadata.json`` of ``h5`` into ``tmp``; the metadata, files and warnings."""
+    low, high = bounds
+    with DsrlReader(h5) as reader:
         reader.check_dims(spec.obs_dim, spec.act_dim)
         selection = _select(spec, reader, dsrl_filter)
         counts = {"actions_clipped": 0}
@@ -354,7 +371,7 @@ def convert(
             raise ConversionError(f"{h5}: refused under --strict: " + "; ".join(warnings))
         metadata[CONVERSION_WARNINGS] = warnings  # check_dataset repeats them whenever the dataset is used
         (tmp / METADATA_FILE).write_text(json.dumps(metadata, indent=2, sort_keys=True) + "\n")
-    return ConversionSummary(out_dir, metadata["rows"], metadata["episodes"], files, metadata, tuple(warnings))
+    return metadata, files, warnings
 
 
 def conversion_warnings(task: TaskSpec, metadata: dict) -> list[str]:

@@ -11,6 +11,7 @@ retraining (and without Ray); the registry's deployable policy of the checkpoint
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import sys
@@ -32,8 +33,8 @@ from rllib_caps.data import DatasetError
 from rllib_caps.data.schema import OBS
 from rllib_caps.data.validation import check_dataset
 from rllib_caps.envs import TaskSpec, get_task
-from rllib_caps.utils.atomic import OutputNotWritableError, atomic_file
-from rllib_caps.utils.checks import check_writable, seed_type
+from rllib_caps.utils.atomic import OutputExistsError, OutputNotWritableError, atomic_files
+from rllib_caps.utils.checks import check_apart, check_output, seed_type
 
 logger = logging.getLogger("rllib_caps.evaluate")
 
@@ -115,44 +116,61 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     critics = list(dict.fromkeys(args.critic))
+    outputs = {flag: path for flag, path in (("--out", args.out), ("--calibration", args.calibration)) if path}
     try:
-        settings = FQESettings(steps=args.fqe_steps, batch_size=args.fqe_batch_size)
-        if args.out:
-            check_writable(args.out, "--out")
-        policy = load_policy(args.checkpoint, verify=args.verify)
-        if not (args.task or policy.task):
-            raise ValueError(f"{args.checkpoint}: trained on a custom env; pass --task")
-        task = get_task(args.task or policy.task)
-        check_task_fits(policy, task, args.checkpoint, allow_mismatch=args.allow_task_mismatch)
-        if args.head is not None and not 0 <= args.head < policy.num_heads:
-            raise ValueError(f"--head {args.head}: the checkpoint has heads 0 to {policy.num_heads - 1}")
-        if args.head is not None and critics != ["offline"]:
-            raise ValueError("--head acts with one head, no critic is read: leave out --critic")
-        if critics != ["offline"] and not isinstance(policy, CriticVariantsAPI):
-            raise ValueError(f"--critic {' '.join(critics)}: {args.checkpoint} holds a {type(policy).__name__}, "
-                             "which does not switch with critics")
-        for flag, asked in (("--calibration", args.calibration), ("--calibrate-cost", args.calibrate_cost)):
-            if asked and not isinstance(policy, CostCriticAPI):
-                raise ValueError(f"{flag}: {args.checkpoint} holds a {type(policy).__name__}, which reads no cost "
-                                 "critic")
-        if args.calibration:
-            check_writable(args.calibration, "--calibration")
-        dataset = None
-        recalibrates = args.calibrate_cost not in (None, "none")
-        uses = [use for use, asked in (("FQE", critics != ["offline"]), ("the cost calibration", recalibrates),
-                                       ("the calibration diagnostics", args.calibration)) if asked]
-        if uses:
-            data = Path(args.data or Path("datasets") / task.name)
-            logger.info("loading %s for %s", data, " and ".join(uses))
-            check_dataset(data, task=task.name, obs_dim=task.obs_dim, act_dim=task.act_dim,
-                          allow_task_mismatch=args.allow_task_mismatch, verify=args.verify)
-            dataset = TransitionDataset.from_parquet(data)
-            if dataset.tensors[OBS].shape[1:] != policy.module.observation_space.shape:
-                raise ValueError(f"--data {data}: observations of size {dataset.tensors[OBS].shape[1]}; the "
-                                 f"checkpoint's have {policy.module.observation_space.shape[0]}")
-    except (ValueError, FileNotFoundError, DatasetError, OutputNotWritableError) as err:
+        with contextlib.ExitStack() as claimed:
+            try:
+                settings = FQESettings(steps=args.fqe_steps, batch_size=args.fqe_batch_size)
+                for flag, path in outputs.items():
+                    check_output(path, flag, {"--checkpoint": args.checkpoint, "--data": args.data}, file=True)
+                policy = load_policy(args.checkpoint, verify=args.verify)
+                if not (args.task or policy.task):
+                    raise ValueError(f"{args.checkpoint}: trained on a custom env; pass --task")
+                task = get_task(args.task or policy.task)
+                check_task_fits(policy, task, args.checkpoint, allow_mismatch=args.allow_task_mismatch)
+                if args.head is not None and not 0 <= args.head < policy.num_heads:
+                    raise ValueError(f"--head {args.head}: the checkpoint has heads 0 to {policy.num_heads - 1}")
+                if args.head is not None and critics != ["offline"]:
+                    raise ValueError("--head acts with one head, no critic is read: leave out --critic")
+                if critics != ["offline"] and not isinstance(policy, CriticVariantsAPI):
+                    raise ValueError(f"--critic {' '.join(critics)}: {args.checkpoint} holds a "
+                                     f"{type(policy).__name__}, which does not switch with critics")
+                for flag, asked in (("--calibration", args.calibration), ("--calibrate-cost", args.calibrate_cost)):
+                    if asked and not isinstance(policy, CostCriticAPI):
+                        raise ValueError(f"{flag}: {args.checkpoint} holds a {type(policy).__name__}, which reads "
+                                         "no cost critic")
+                dataset = None
+                recalibrates = args.calibrate_cost not in (None, "none")
+                uses = [use for use, asked in (("FQE", critics != ["offline"]), ("the cost calibration", recalibrates),
+                                               ("the calibration diagnostics", args.calibration)) if asked]
+                if uses:
+                    data = Path(args.data or Path("datasets") / task.name)
+                    for flag, path in outputs.items():
+                        check_apart(path, flag, {"--data": data})
+                    logger.info("loading %s for %s", data, " and ".join(uses))
+                    check_dataset(data, task=task.name, obs_dim=task.obs_dim, act_dim=task.act_dim,
+                                  allow_task_mismatch=args.allow_task_mismatch, verify=args.verify)
+                    dataset = TransitionDataset.from_parquet(data)
+                    if dataset.tensors[OBS].shape[1:] != policy.module.observation_space.shape:
+                        raise ValueError(f"--data {data}: observations of size {dataset.tensors[OBS].shape[1]}; "
+                                         f"the checkpoint's have {policy.module.observation_space.shape[0]}")
+                # claimed (one writer each) before any rollout; written when the block ends without an error
+                tmps = dict(zip(outputs, claimed.enter_context(atomic_files(*outputs.values())), strict=True))
+            except (ValueError, FileNotFoundError, DatasetError, OutputExistsError, OutputNotWritableError) as err:
+                print(f"error: {err}", file=sys.stderr)
+                return 2
+            text = _evaluate_and_write(args, policy, task, critics, settings, dataset, tmps)
+    except OutputNotWritableError as err:  # a full disk while writing
         print(f"error: {err}", file=sys.stderr)
         return 2
+    print(text)
+    return 0
+
+
+def _evaluate_and_write(args: argparse.Namespace, policy: Any, task: TaskSpec, critics: list[str],
+                        settings: FQESettings, dataset: Any, tmps: dict[str, Path]) -> str:
+    """Rolls ``policy`` out, writes the JSON and the calibration plot into their temporary files (``tmps``: flag ->
+    path) and returns what to print."""
     thresholds = args.thresholds or [float(k) for k in task.thresholds]
     seed = args.seed if args.seed is not None else episode_seed(policy)
     columns = None if dataset is None else {k: v.numpy() for k, v in dataset.tensors.items()}
@@ -177,27 +195,17 @@ def main(argv: list[str] | None = None) -> int:
 
         calibration = dataset_calibration(policy, columns)
         output["calibration"] = calibration.as_dict()
-        try:
-            with atomic_file(args.calibration) as tmp:
-                plot_calibration({"": calibration}, tmp,
-                                 f"{task.name}: cost critic on its dataset ({calibration.rows:,} rows)")
-        except OutputNotWritableError as err:
-            print(f"error: --calibration: {err}", file=sys.stderr)
-            return 2
+        plot_calibration({"": calibration}, tmps["--calibration"],
+                         f"{task.name}: cost critic on its dataset ({calibration.rows:,} rows)")
     payload = json.dumps(output, indent=2)
     if args.out:
-        try:
-            with atomic_file(args.out) as tmp:
-                tmp.write_text(payload + "\n")
-        except OutputNotWritableError as err:
-            print(f"error: --out: {err}", file=sys.stderr)
-            return 2
+        tmps["--out"].write_text(payload + "\n")
     tables = [format_results_table(r, title=task.name + ("" if critic == "offline" else f" ({critic} critics)"))
               for critic, r in results.items()]
     if calibration is not None:
         tables.append(format_calibration(calibration, args.calibration))
-    print(payload if args.json else "\n\n".join(tables))
-    return 0
+    return payload if args.json else "\n\n".join(tables)
+
 
 if __name__ == "__main__":
     sys.exit(main())

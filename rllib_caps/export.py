@@ -12,8 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from rllib_caps.utils.atomic import OutputExistsError, OutputNotWritableError, atomic_file
-from rllib_caps.utils.checks import check_writable
+from rllib_caps.utils.atomic import OutputExistsError, OutputNotWritableError, atomic_files
+from rllib_caps.utils.checks import check_output
 from rllib_caps.utils.console import divert_library_notices
 from rllib_caps.utils.manifest import CheckpointError
 
@@ -56,9 +56,15 @@ def main(argv: list[str] | None = None) -> int:
         if out.suffix == ".md":
             raise ValueError(f"--out {args.out}: the policy card takes the suffix .md; name the model e.g. "
                              f"{out.with_suffix('.onnx').name}")
-        check_writable(out, "--out")
-        # Both outputs are refused (when they exist) before the checkpoint loads; an error leaves neither behind.
-        with atomic_file(out, force=args.force) as model_tmp, atomic_file(card, force=args.force) as card_tmp:
+        for path in (out, card):
+            check_output(path, "--out", {"--checkpoint": checkpoint}, file=True)
+    except (ValueError, OutputNotWritableError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    try:
+        # Both outputs are claimed (refused when they exist or are being written) before the checkpoint loads; an
+        # error leaves neither behind, and the model replaces its file before the card does.
+        with atomic_files(out, card, force=args.force) as (model_tmp, card_tmp):
             try:
                 policy = load_policy(checkpoint, verify=args.verify)
             except (FileNotFoundError, CheckpointError, ValueError) as err:
@@ -70,8 +76,11 @@ def main(argv: list[str] | None = None) -> int:
             card_tmp.write_text(policy_card(policy.module, model=out, checkpoint=checkpoint,
                                             data=training_data(policy_spec(checkpoint)),
                                             evaluation=checkpoint_evaluation(checkpoint)))
-    except (ValueError, OutputExistsError, OutputNotWritableError) as err:
+    except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
+        return 2
+    except (OutputExistsError, OutputNotWritableError) as err:
+        print(f"error: --out {err}", file=sys.stderr)
         return 2
     print(f"ONNX model: {out.resolve()}\npolicy card: {card.resolve()}")
     return 0

@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import logging
 import sys
@@ -31,11 +30,18 @@ from rllib_caps.core.results import format_results_table
 from rllib_caps.data import DatasetError
 from rllib_caps.data.validation import check_dataset
 from rllib_caps.envs import get_task
-from rllib_caps.utils.atomic import OutputExistsError, OutputNotWritableError, atomic_directory
-from rllib_caps.utils.checks import number_type, seed_type
+from rllib_caps.utils.atomic import (
+    OutputExistsError,
+    OutputNoSpaceError,
+    OutputNotWritableError,
+    atomic_directory,
+)
+from rllib_caps.utils.checks import check_output, number_type, seed_type
 from rllib_caps.utils.console import divert_library_notices
 
 logger = logging.getLogger("rllib_caps.train")
+
+COMMAND = "rllib_caps.train"  # names train's checkpoints in their output marker
 
 
 def train(config: Any, *, progress: bool = True) -> tuple[Any, dict[str, Any]]:
@@ -143,39 +149,50 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     divert_library_notices()
-    with contextlib.ExitStack() as output:
-        try:
-            spec = get_task(args.task)
-            check_dataset(args.data, task=spec.name, obs_dim=spec.obs_dim, act_dim=spec.act_dim,
-                          allow_task_mismatch=args.allow_task_mismatch, verify=args.verify)
-            check_gpus(args.num_gpus)
-            if args.cost_limit is None and trained_per_threshold(get_algorithm(args.algo)):
-                raise ValueError(f"--cost-limit is required: {args.algo} is trained for one cost limit κ (the "
-                                 f"paper trains one per threshold of {spec.name}: {spec.thresholds})")
-            if args.eval_episodes is not None and args.eval_episodes < 0:
-                raise ValueError(f"--eval-episodes must be >= 0 (0 skips the evaluation), got {args.eval_episodes}")
-            config = build_config(args.algo, spec.name, args.data, seed=args.seed, cost_limit=args.cost_limit,
-                                  num_gpus_per_learner=args.num_gpus, heads=args.heads, steps=args.steps,
-                                  backbone=args.backbone, implementation=args.implementation,
-                                  time_limit=args.time_limit, actor_time=args.actor_time, cost_gamma=args.cost_gamma,
-                                  hidden=args.hidden, batch_size=args.batch_size,
-                                  updates_per_iteration=args.updates_per_iteration,
-                                  eval_episodes=args.eval_episodes, eval_runners=args.eval_runners,
-                                  eval_every=args.eval_every)
-            config.validate()
-            # The temporary output directory exists (so --out is writable) before training starts; it becomes
-            # --out when the block ends without an error.
-            tmp = output.enter_context(atomic_directory(args.out, force=args.force))
-        except (ValueError, DatasetError, OutputExistsError, OutputNotWritableError) as err:
-            print(f"error: {flag_message(err)}", file=sys.stderr)
-            return 2
-        with interruptible(f"nothing was written to --out {args.out}; run the same command again to train from the "
-                           "start"):
+    try:
+        spec, config = _checked_input(args)
+    except (ValueError, DatasetError, OutputNotWritableError) as err:
+        print(f"error: {flag_message(err)}", file=sys.stderr)
+        return 2
+    try:
+        # The temporary output directory exists (so --out is writable, free and ours to replace) before training
+        # starts; it becomes --out when the block ends without an error.
+        with atomic_directory(args.out, force=args.force, command=COMMAND) as tmp, interruptible(
+                f"nothing was written to --out {args.out}; run the same command again to train from the start"):
             result = _train_and_save(args, spec.name, config, tmp)
+    except (OutputExistsError, OutputNotWritableError) as err:
+        lost = "; the trained model is lost: free some space and run again" if isinstance(err, OutputNoSpaceError) \
+            else ""
+        print(f"error: --out {err}{lost}", file=sys.stderr)
+        return 2
     logger.info("checkpoint saved to %s", Path(args.out).resolve())
     if result is not None:
         print(json.dumps(result, indent=2) if args.json else format_results_table(result, title=spec.name))
     return 0
+
+
+def _checked_input(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The task and the validated config of ``args``; raises the error that names what is wrong with them."""
+    check_output(args.out, "--out", {"--data": args.data})
+    spec = get_task(args.task)
+    check_dataset(args.data, task=spec.name, obs_dim=spec.obs_dim, act_dim=spec.act_dim,
+                  allow_task_mismatch=args.allow_task_mismatch, verify=args.verify)
+    check_gpus(args.num_gpus)
+    if args.cost_limit is None and trained_per_threshold(get_algorithm(args.algo)):
+        raise ValueError(f"--cost-limit is required: {args.algo} is trained for one cost limit κ (the "
+                         f"paper trains one per threshold of {spec.name}: {spec.thresholds})")
+    if args.eval_episodes is not None and args.eval_episodes < 0:
+        raise ValueError(f"--eval-episodes must be >= 0 (0 skips the evaluation), got {args.eval_episodes}")
+    config = build_config(args.algo, spec.name, args.data, seed=args.seed, cost_limit=args.cost_limit,
+                          num_gpus_per_learner=args.num_gpus, heads=args.heads, steps=args.steps,
+                          backbone=args.backbone, implementation=args.implementation,
+                          time_limit=args.time_limit, actor_time=args.actor_time, cost_gamma=args.cost_gamma,
+                          hidden=args.hidden, batch_size=args.batch_size,
+                          updates_per_iteration=args.updates_per_iteration,
+                          eval_episodes=args.eval_episodes, eval_runners=args.eval_runners,
+                          eval_every=args.eval_every)
+    config.validate()
+    return spec, config
 
 
 def _train_and_save(args: argparse.Namespace, task: str, config: Any, out: Path) -> dict[str, Any] | None:

@@ -160,7 +160,7 @@ def test_rerun_is_byte_identical_and_never_overwrites_without_force(
 
     (second / "data" / "part-00000.parquet").write_bytes(b"changed")
     assert main(["--task", "BallCircle", "--h5", str(ball_h5), "--out", str(second)]) == 2
-    assert "already exists; pass --force" in capsys.readouterr().err
+    assert "already exists (use --force" in capsys.readouterr().err
     assert (second / "data" / "part-00000.parquet").read_bytes() == b"changed"
 
     assert main(["--task", "BallCircle", "--h5", str(ball_h5), "--out", str(second), "--force"]) == 0

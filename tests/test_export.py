@@ -161,16 +161,11 @@ def test_card_evaluation_comes_from_the_checkpoint_or_its_tune_trial(tmp_path) -
     assert checkpoint_evaluation(trial / "checkpoint_000000") == {"thresholds": {}, "mean": {}}
 
 
-def model_of(checkpoint: Path) -> Path:
-    """Where the ``exported`` fixture writes a checkpoint's ONNX model (its card: the suffix .md)."""
-    return checkpoint.with_name(f"{checkpoint.name}.onnx")
-
-
 @pytest.fixture(scope="module")
 def exported(ray_session, tmp_path_factory) -> dict[tuple[str, int], Path]:
     """Tiny CAPS checkpoints from the train CLI (RLLIB_CAPS_SMOKE_TEST), exported by the export CLI: (backbone,
-    K) -> the checkpoint directory, with its model and card beside it (``model_of``; inside, they would be files
-    its manifest does not list)."""
+    K) -> the checkpoint directory, with the model and its card beside it (the checkpoint's name with the suffix .onnx
+    and .md: an output inside the checkpoint is refused)."""
     from rllib_caps.train import main as train_main
 
     root, found = tmp_path_factory.mktemp("export"), {}
@@ -184,7 +179,7 @@ def exported(ray_session, tmp_path_factory) -> dict[tuple[str, int], Path]:
             assert train_main(["--task", "BallCircle", "--data", str(BUNDLED), "--out", str(checkpoint),
                                "--backbone", backbone, "--heads", str(heads), *extra]) == 0
             assert export_main(["--checkpoint", str(checkpoint), "--format", "onnx",
-                                "--out", str(model_of(checkpoint))]) == 0
+                                "--out", str(checkpoint.with_suffix(".onnx"))]) == 0
             found[backbone, heads] = checkpoint
     return found
 
@@ -217,7 +212,7 @@ def test_onnx_runtime_without_torch_ray_or_rllib_caps_acts_as_caps_policy_on_rea
     to 1e-7: the simulator amplifies float rounding of the actions, so they would compare different states.)"""
     checkpoint = exported[backbone, heads]
     torch_policy = CAPSPolicy.from_checkpoint(checkpoint)
-    runtime = BlockedRuntime(model_of(checkpoint))
+    runtime = BlockedRuntime(checkpoint.with_suffix(".onnx"))
 
     def torch_act(obs, cost):
         return torch_policy.act(obs, cost), int(torch_policy.last_heads[0])
@@ -242,14 +237,13 @@ def test_onnx_runtime_without_torch_ray_or_rllib_caps_acts_as_caps_policy_on_rea
 
 @pytest.mark.slow
 def test_policy_card_names_task_algorithm_data_sha256_and_evaluation(exported) -> None:
-    card = model_of(exported["iql", 2]).with_suffix(".md").read_text()
+    card = exported["iql", 2].with_suffix(".md").read_text()
     metadata = json.loads((BUNDLED / "metadata.json").read_text())
     assert "BallCircle" in card and "CAPS(IQL), K = 2 heads" in card
     assert metadata["source"]["sha256"] in card and metadata["files"]["part-00000.parquet"] in card
     assert "| κ | episodes |" in card and "| 20 | 1 |" in card  # the train CLI's evaluation at κ = 10, 20, 40
     assert "ONNXCAPSPolicy" in card
-    untested = model_of(exported["sacbc", 4]).with_suffix(".md").read_text()
-    assert "None recorded" in untested  # trained with --eval-episodes 0
+    assert "None recorded" in exported["sacbc", 4].with_suffix(".md").read_text()  # trained with --eval-episodes 0
 
 
 @pytest.mark.slow

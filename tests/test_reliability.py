@@ -181,8 +181,9 @@ def test_a_corrupt_result_json_is_named_skipped_and_reported(tmp_path: Path, cap
 
 
 def test_an_h5_path_naming_a_directory_says_so(tmp_path: Path, capsys) -> None:
-    assert convert_main(["--task", "BallCircle", "--h5", str(tmp_path), "--out", str(tmp_path / "out")]) == 2
-    assert f"{tmp_path}: is a directory, not an HDF5 file" in capsys.readouterr().err
+    (tmp_path / "h5").mkdir()
+    assert convert_main(["--task", "BallCircle", "--h5", str(tmp_path / "h5"), "--out", str(tmp_path / "out")]) == 2
+    assert f"{tmp_path / 'h5'}: is a directory, not an HDF5 file" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------------------------------------ Tune's state

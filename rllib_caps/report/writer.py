@@ -45,10 +45,12 @@ from rllib_caps.report.cost_limits import (
 )
 from rllib_caps.report.critic_calibration import TrialCalibration, calibrate_trials, format_calibrations
 from rllib_caps.report.curves import load_curves
-from rllib_caps.report.records import REPORT_DIR, ReportError, load_trials
+from rllib_caps.report.records import REPORT_DIR, ReportError, TrialRecord, load_trials
 from rllib_caps.report.tables import MainTable, format_csv, format_latex, format_markdown, summarize
 from rllib_caps.utils.atomic import OutputExistsError, OutputNotWritableError, atomic_directory
-from rllib_caps.utils.checks import check_writable
+from rllib_caps.utils.checks import check_output
+
+COMMAND = "rllib_caps.report"  # names report directories in their output marker
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,33 @@ def write_report(experiment_dir: str | Path, *, out: str | Path | None = None, f
     """Writes the tables and plots into ``out`` (default EXPERIMENT_DIR/report, which is always rewritten)
     atomically; an existing ``out`` elsewhere is replaced only with ``force``, and one that cannot be written is
     refused before any work. ``verify=False`` loads the cost-limit checkpoints without their manifest check."""
+    experiment_dir = Path(experiment_dir).resolve()
+    if not experiment_dir.is_dir():
+        raise ReportError(f"{experiment_dir}: no such experiment directory")
+    out_dir = Path(out).resolve() if out else experiment_dir / REPORT_DIR
+    force = force or out is None  # the default report directory belongs to the report: it is rewritten
+    try:
+        default = out_dir == experiment_dir / REPORT_DIR  # the report's own place inside the experiment
+        check_output(out_dir, "--out", {} if default else {"EXPERIMENT_DIR": experiment_dir})
+    except OutputNotWritableError as err:
+        raise ReportError(str(err)) from err
+    records, unfinished = load_trials(experiment_dir)
+    if not records:
+        raise ReportError(f"{experiment_dir}: no finished trials to report ({len(unfinished)} unfinished)")
+    try:
+        # claimed (free, ours to replace, locked) before the cost-limit rollouts; becomes out_dir at the end
+        with atomic_directory(out_dir, force=force, command=COMMAND) as tmp:
+            markdown = _write_tables_and_plots(records, unfinished, out_dir, tmp, cost_limits=cost_limits,
+                                               episodes=episodes, jobs=jobs, verify=verify)
+    except (OutputExistsError, OutputNotWritableError) as err:
+        raise ReportError(str(err)) from err
+    return Report(markdown=markdown, out_dir=out_dir, unfinished=unfinished)
+
+
+def _write_tables_and_plots(records: list[TrialRecord], unfinished: Sequence[Path], out_dir: Path, tmp: Path, *,
+                            cost_limits: bool, episodes: int, jobs: int, verify: bool) -> str:
+    """Computes the tables (the cost-limit one with rollouts, or kept from the report at ``out_dir`` it replaces)
+    and writes them and the plots into ``tmp``; the report's Markdown."""
     from rllib_caps.report.plots import (
         plot_calibration,
         plot_head_usage,
@@ -104,20 +133,6 @@ def write_report(experiment_dir: str | Path, *, out: str | Path | None = None, f
         plot_reward_cost,
     )
 
-    experiment_dir = Path(experiment_dir).resolve()
-    if not experiment_dir.is_dir():
-        raise ReportError(f"{experiment_dir}: no such experiment directory")
-    records, unfinished = load_trials(experiment_dir)
-    if not records:
-        raise ReportError(f"{experiment_dir}: no finished trials to report ({len(unfinished)} unfinished)")
-    out_dir = Path(out).resolve() if out else experiment_dir / REPORT_DIR
-    force = force or out is None  # the default report directory belongs to the report: it is rewritten
-    if out_dir.exists() and not force:
-        raise ReportError(f"{out_dir}: already exists (use --force to overwrite)")
-    try:
-        check_writable(out_dir, "--out")
-    except OutputNotWritableError as err:
-        raise ReportError(str(err)) from err
     table = MainTable(summarize(records))
     limits_table = evaluations = skipped = kept_limits = None
     deployed = [r for r in records if r.critic == "offline"]  # one record per checkpoint
@@ -131,30 +146,26 @@ def write_report(experiment_dir: str | Path, *, out: str | Path | None = None, f
     ablations = ablation_tables(records)
     calibrations = calibrate_trials(deployed, verify=verify)
     markdown = build_markdown(table, unfinished, limits_table, ablations, skipped, calibrations, kept_limits)
-    try:
-        with atomic_directory(out_dir, force=force) as tmp:
-            (tmp / "report.md").write_text(markdown + "\n")
-            (tmp / "main_table.md").write_text(format_markdown(table, ci=True) + "\n")
-            (tmp / "main_table.csv").write_text(format_csv(table))
-            (tmp / "main_table.tex").write_text(format_latex(table, ci=True))
-            for ablation in ablations:
-                for fmt, render in (("md", ablations_md), ("csv", ablations_csv), ("tex", ablations_tex)):
-                    (tmp / f"ablation_{ablation.axis.name}.{fmt}").write_text(render(ablation).rstrip("\n") + "\n")
-            if limits_table is not None:
-                for fmt in ("md", "csv", "tex"):
-                    (tmp / f"cost_limits.{fmt}").write_text(format_cost_limits(limits_table, fmt) + "\n")
-                (tmp / EVALUATIONS_FILE).write_text(json.dumps(evaluations, indent=1))
-            plot_reward_cost(table.rows, tmp / "reward_cost.png")
-            plot_kappa(table.rows, deployed if evaluations is not None else records, evaluations, tmp / "kappa.png")
-            plot_head_usage(table.rows, tmp / "head_usage.png")
-            for task, lines in load_curves(deployed).items():
-                plot_learning_curves(task, lines, tmp / f"learning_{task}.png")
-            if calibrations:
-                (tmp / "calibration.md").write_text(format_calibrations(calibrations) + "\n")
-            for task in dict.fromkeys(item.record.task for item in calibrations):
-                plot_calibration({f"{i.record.config} seed {i.record.seed}": i.calibration
-                                  for i in calibrations if i.record.task == task},
-                                 tmp / f"calibration_{task}.png", f"{task}: cost critic on its dataset")
-    except OutputExistsError as err:
-        raise ReportError(str(err)) from err
-    return Report(markdown=markdown, out_dir=out_dir, unfinished=unfinished)
+    (tmp / "report.md").write_text(markdown + "\n")
+    (tmp / "main_table.md").write_text(format_markdown(table, ci=True) + "\n")
+    (tmp / "main_table.csv").write_text(format_csv(table))
+    (tmp / "main_table.tex").write_text(format_latex(table, ci=True))
+    for ablation in ablations:
+        for fmt, render in (("md", ablations_md), ("csv", ablations_csv), ("tex", ablations_tex)):
+            (tmp / f"ablation_{ablation.axis.name}.{fmt}").write_text(render(ablation).rstrip("\n") + "\n")
+    if limits_table is not None:
+        for fmt in ("md", "csv", "tex"):
+            (tmp / f"cost_limits.{fmt}").write_text(format_cost_limits(limits_table, fmt) + "\n")
+        (tmp / EVALUATIONS_FILE).write_text(json.dumps(evaluations, indent=1))
+    plot_reward_cost(table.rows, tmp / "reward_cost.png")
+    plot_kappa(table.rows, deployed if evaluations is not None else records, evaluations, tmp / "kappa.png")
+    plot_head_usage(table.rows, tmp / "head_usage.png")
+    for task, lines in load_curves(deployed).items():
+        plot_learning_curves(task, lines, tmp / f"learning_{task}.png")
+    if calibrations:
+        (tmp / "calibration.md").write_text(format_calibrations(calibrations) + "\n")
+    for task in dict.fromkeys(item.record.task for item in calibrations):
+        plot_calibration({f"{i.record.config} seed {i.record.seed}": i.calibration
+                          for i in calibrations if i.record.task == task},
+                         tmp / f"calibration_{task}.png", f"{task}: cost critic on its dataset")
+    return markdown

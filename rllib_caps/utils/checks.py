@@ -1,5 +1,6 @@
 """Checks of user input before any work, shared by the CLIs' flags and the sweep YAML: numbers of the right type
-and range, seeds (one valid range everywhere) and output locations that can be written.
+and range, seeds (one valid range everywhere), output locations that can be written and outputs apart from the
+inputs.
 
 Each check raises ``ValueError`` (``OutputNotWritableError`` for a location) whose message says what was expected;
 the caller names the flag, key or file. ``number_type`` turns a check into an argparse ``type``, so argparse names
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from numbers import Integral, Real
 from pathlib import Path
 from typing import Any
@@ -80,3 +81,29 @@ def check_writable(path: str | Path, flag: str) -> None:
         except OSError as err:
             problem = f"{existing}: {err.strerror}"
     raise OutputNotWritableError(f"{flag} {path}: cannot write there ({problem})")
+
+
+def check_apart(out: str | Path, flag: str, inputs: Mapping[str, str | Path | None]) -> None:
+    """Refuses an output that is, contains or lies inside one of ``inputs`` (flag -> path; None: not given), before
+    any work and whatever the other flags: writing it would change or delete the input. Raises
+    ``OutputNotWritableError`` naming both flags and paths."""
+    out = Path(out).resolve()
+    for input_flag, given in inputs.items():
+        if given is None:
+            continue
+        path = Path(given).resolve()
+        relation = ("is" if out == path else "contains" if out in path.parents else "is inside" if path in out.parents
+                    else None)
+        if relation is not None:
+            raise OutputNotWritableError(f"{flag} {out}: {relation} the input {input_flag} {path}; write the output "
+                                         "somewhere else")
+
+
+
+def check_output(path: str | Path, flag: str, inputs: Mapping[str, str | Path | None], *, file: bool = False) -> None:
+    """Every check of an output before any work: apart from ``inputs`` (``check_apart``), writable
+    (``check_writable``) and, for a ``file`` output, not an existing directory."""
+    check_apart(path, flag, inputs)
+    check_writable(path, flag)
+    if file and Path(path).is_dir():
+        raise OutputNotWritableError(f"{flag} {Path(path).resolve()}: is a directory; name a file")
