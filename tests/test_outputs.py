@@ -209,7 +209,7 @@ def test_a_full_disk_while_train_saves_keeps_the_previous_checkpoint(ray_session
                                                                      small_disk: Path,  # noqa: F811
                                                                      monkeypatch, capsys) -> None:
     """The training is lost (nothing can be saved), but not the checkpoint an earlier run left at --out."""
-    from rllib_caps.core.deployment import load_module
+    from rllib_caps.algorithms.caps.policy import CAPSPolicy
 
     monkeypatch.setenv("RLLIB_CAPS_SMOKE_TEST", "1")
     out = small_disk / "checkpoint"
@@ -226,7 +226,7 @@ def test_a_full_disk_while_train_saves_keeps_the_previous_checkpoint(ray_session
         f"\nerror: --out {out}: no space left on device (nothing written; the previous output is kept); the trained "
         "model is lost: free some space and run again\n")
     assert tree(out) == before and sorted(p.name for p in small_disk.iterdir()) == ["checkpoint", "filler"]
-    load_module(out)  # its manifest still verifies
+    CAPSPolicy.from_checkpoint(out)  # its manifest still verifies
 
 
 def test_several_file_outputs_are_replaced_in_order_and_a_failed_one_stops_the_rest(tmp_path: Path) -> None:

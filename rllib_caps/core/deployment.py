@@ -60,7 +60,7 @@ def save_policy(module: RLModule, checkpoint: Path, *, training_data: str | None
     except TypeError as err:
         raise CheckpointError(f"{type(module).__name__}'s model_config is not JSON ({err})") from err
     tensors = {name: value.detach().to("cpu", copy=True).contiguous() for name, value in module.state_dict().items()}
-    with atomic_directory(checkpoint / POLICY_DIR, force=True) as tmp:
+    with atomic_directory(checkpoint / POLICY_DIR, force=True, command=f"{__name__}.save_policy") as tmp:
         save_file(tensors, str(tmp / WEIGHTS_FILE))
         (tmp / SPEC_FILE).write_text(text + "\n")
 
