@@ -25,7 +25,7 @@ from rllib_caps.algorithms.registry import (
     names_where,
     trained_per_threshold,
 )
-from rllib_caps.core.interrupts import init_ray, interruptible
+from rllib_caps.core.interrupts import interruptible, ray_started
 from rllib_caps.core.keys import EVALUATION_FILE, RESULTS_KEY, TIME_LIMITS
 from rllib_caps.core.results import format_results_table
 from rllib_caps.data import DatasetError
@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {flag_message(err)}", file=sys.stderr)
             return 2
         with interruptible(f"nothing was written to --out {args.out}; run the same command again to train from the "
-                           "start"):
+                           "start"), ray_started(num_cpus=None, include_dashboard=False, log_to_driver=False):
             result = _train_and_save(args, spec.name, config, tmp)
     logger.info("checkpoint saved to %s", Path(args.out).resolve())
     if result is not None:
@@ -180,7 +180,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def _train_and_save(args: argparse.Namespace, task: str, config: Any, out: Path) -> dict[str, Any] | None:
     """Trains, saves the checkpoint into ``out`` and returns the evaluation results (None without evaluation)."""
-    init_ray(num_cpus=None, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
     logger.info("training %s on %s from %s: %d steps, seed %d", args.algo, task, args.data,
                 config.num_gradient_steps, args.seed)
     if config.evaluation_interval is not None:

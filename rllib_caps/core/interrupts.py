@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -101,23 +102,67 @@ def tune_stops_on_interrupt() -> Iterator[DeferredInterrupt]:
             os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = saved_env
 
 
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM wait while the block runs, then take effect as if they came at its end: Ray must not be
+    cut off while it starts (a driver interrupted while it connects segfaults at exit) or stops (Ray's agents would
+    be left behind). Off the main thread, where Python takes no signals, the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    for signum in saved:
+        signal.signal(signum, lambda signum, _frame: received.append(signum))
+    try:
+        yield
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+        for signum in dict.fromkeys(received):
+            signal.raise_signal(signum)
+
+
 def init_ray(**options: Any) -> Any:
-    """``ray.init(**options)``, keeping the SIGTERM handler in force before it: Ray's driver installs a handler of
-    its own that aborts the process (exit -6) instead of letting ``interruptible`` shut Ray down. With
-    ``RLLIB_CAPS_SMOKE_TEST`` set, the job's workers get it too: on a cluster this process joins, they have the
-    environment their node started with, not this one's."""
+    """``ray.init(**options)`` with SIGINT and SIGTERM held until it returns (``signals_held``) and the SIGTERM
+    handler kept (Ray's driver installs one of its own that aborts the process, exit -6, instead of letting
+    ``interruptible`` shut Ray down). The processes of a local Ray start in a session of their own, so that a
+    signal to this process's group (``kill -TERM -PGID``) reaches this process alone and Ray is shut down in order.
+    No credential goes through a ``runtime_env`` (``core.secrets``). With ``RLLIB_CAPS_SMOKE_TEST`` set, the
+    job's workers get it too: on a cluster this process joins, they have the environment their node started with,
+    not this one's."""
     import ray
 
+    from rllib_caps.core.ray_internals import ray_processes_in_own_session
+    from rllib_caps.core.secrets import keep_secrets_out_of_tune
+
+    keep_secrets_out_of_tune()
     if smoke_test():
         options.setdefault("runtime_env", {"env_vars": {SMOKE_TEST_ENV: os.environ[SMOKE_TEST_ENV]}})
-    handler = signal.getsignal(signal.SIGTERM)
-    context = ray.init(**options)
-    signal.signal(signal.SIGTERM, handler)
-    return context
+    with signals_held(), ray_processes_in_own_session():
+        return ray.init(**options)
+
+
+@contextmanager
+def ray_started(**options: Any) -> Iterator[None]:
+    """Ray for the block: ``init_ray(**options)`` unless this process has Ray already, and at the end the Ray it
+    started shut down (``shutdown_ray``), before the block's outputs are kept."""
+    import ray
+
+    started = not ray.is_initialized()
+    if started:
+        init_ray(**options)
+    try:
+        yield
+    finally:
+        if started:
+            shutdown_ray()
 
 
 def shutdown_ray() -> None:
-    """``ray.shutdown()`` if Ray is imported and initialised in this process (it stops the processes it started)."""
+    """``ray.shutdown()``, whole (``signals_held``), if Ray is imported and initialised in this process (it stops
+    the processes it started)."""
     ray = sys.modules.get("ray")
     if ray is not None and ray.is_initialized():
-        ray.shutdown()
+        with signals_held():
+            ray.shutdown()
