@@ -51,12 +51,14 @@ def mlflow_uri(options: SweepOptions) -> str:
 
 
 def wandb_settings() -> tuple[str, str]:
-    """W&B's mode and server (``base_url``) as W&B itself resolves them for this process: its settings files
-    (``wandb offline``), then ``WANDB_MODE`` and ``WANDB_BASE_URL``."""
+    """W&B's mode and server (``base_url``) as W&B itself resolves them for this process now: its settings files
+    (``wandb offline``), then ``WANDB_MODE`` and ``WANDB_BASE_URL``. (W&B in this process is set up afresh for
+    it, and torn down again with the service process it starts.)"""
     import wandb
 
+    wandb.teardown()  # a set-up W&B keeps the settings of its time
     settings = wandb.setup().settings
-    wandb.teardown()  # the service process that setup started
+    wandb.teardown()
     return settings.mode, settings.base_url
 
 
