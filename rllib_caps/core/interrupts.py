@@ -6,6 +6,12 @@ the signal (130 for SIGINT, 143 for SIGTERM).
 signal asks the running Tune loop to stop, Tune saves the experiment state one last time, and the command then
 exits as above, saying ``--resume``.
 
+A local Ray's processes run in a session of their own (``init_ray``), so a signal to the command's process group
+(Ctrl+C; ``kill -TERM -PGID``) reaches the command alone, which stops Tune and shuts Ray down in order. Where Ray's
+processes are signalled too (Slurm's ``scancel`` and systemd signal every process of the job), Ray's driver would
+wait a minute for its GCS before failing: once signalled, the command ends within ``STOP_GRACE_S`` regardless,
+with the same line and status (Tune's state and the checkpoints are on disk already; Ray's processes end with it).
+
 Outputs are written atomically (``rllib_caps.utils.atomic``), so an interrupted command leaves no half-written file:
 the temporary directory is removed as the interrupt unwinds through it.
 """
@@ -25,6 +31,7 @@ from typing import Any
 from rllib_caps.utils.smoke import SMOKE_TEST_ENV, smoke_test
 
 EXIT_STATUS = {signal.SIGINT: 130, signal.SIGTERM: 143}  # 128 + the signal's number, as shells report it
+STOP_GRACE_S = 20.0  # from the first signal to the command's end, at most (a clean stop takes a few seconds)
 
 
 class Interrupted(KeyboardInterrupt):
@@ -39,22 +46,58 @@ def _raise_interrupted(signum: int, _frame: FrameType | None) -> None:
     raise Interrupted(signum)
 
 
+def _said(kept: str | Callable[[], str]) -> str:
+    return kept() if callable(kept) else kept
+
+
+@dataclass
+class _Deadline:
+    """Ends the process ``STOP_GRACE_S`` after the first signal if it has not ended by then, inside ``interruptible``
+    only (whose ``kept`` it says)."""
+
+    kept: str | Callable[[], str] | None = None
+    timer: threading.Timer | None = None
+
+    def start(self, signum: int) -> None:
+        if self.kept is not None and self.timer is None:
+            self.timer = threading.Timer(STOP_GRACE_S, self._end, args=(signum, self.kept))
+            self.timer.daemon = True
+            self.timer.start()
+
+    def cancel(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        self.kept = self.timer = None
+
+    @staticmethod
+    def _end(signum: int, kept: str | Callable[[], str]) -> None:
+        print(f"interrupted ({signal.Signals(signum).name}): {_said(kept)} (Ray had not stopped {STOP_GRACE_S:g} s "
+              "after the signal: its own processes were signalled too)", file=sys.stderr, flush=True)
+        os._exit(EXIT_STATUS[signum])
+
+
+_DEADLINE = _Deadline()
+
+
 @contextmanager
 def interruptible(kept: str | Callable[[], str]) -> Iterator[None]:
     """Runs the block; on SIGINT or SIGTERM prints ``interrupted (SIGNAL): {kept}``, shuts Ray down if this process
-    started it, and exits with 130 or 143. ``kept`` says what was kept and how to resume (a callable: said then)."""
+    started it, and exits with 130 or 143, within ``STOP_GRACE_S`` of the signal. ``kept`` says what was kept and
+    how to resume (a callable: said then)."""
     previous = signal.signal(signal.SIGTERM, _raise_interrupted)
+    _DEADLINE.kept = kept
     try:
         yield
     except KeyboardInterrupt as err:
         signum = err.signum if isinstance(err, Interrupted) else signal.SIGINT
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl+C must not cut the shutdown short
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        _DEADLINE.start(signum)
         shutdown_ray()
-        said = kept() if callable(kept) else kept
-        print(f"interrupted ({signal.Signals(signum).name}): {said}", file=sys.stderr, flush=True)
+        print(f"interrupted ({signal.Signals(signum).name}): {_said(kept)}", file=sys.stderr, flush=True)
         raise SystemExit(EXIT_STATUS[signum]) from None
     finally:
+        _DEADLINE.cancel()
         signal.signal(signal.SIGTERM, previous)
 
 
@@ -83,6 +126,7 @@ def tune_stops_on_interrupt() -> Iterator[DeferredInterrupt]:
         if deferred.signum is not None or not callable(tune_handler):
             raise Interrupted(signum)
         deferred.signum = signum
+        _DEADLINE.start(signum)
         tune_handler(signum, frame)
 
     saved_env = os.environ.get("TUNE_DISABLE_SIGINT_HANDLER")
