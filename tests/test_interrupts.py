@@ -78,6 +78,23 @@ def test_a_signal_before_tunes_loop_starts_unwinds_at_once() -> None:
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
+def test_signals_held_while_ray_starts_or_stops_take_effect_when_it_is_done() -> None:
+    """``signals_held`` (around ``ray.init`` and ``ray.shutdown``): a signal inside waits for the block's end, then
+    reaches the handler in force; the handlers are as before."""
+    received: list[int] = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, _frame: received.append(signum))
+    try:
+        with interrupts.signals_held():
+            signal.raise_signal(signal.SIGTERM)
+            assert received == []
+        assert received == [signal.SIGTERM]
+        with pytest.raises(KeyboardInterrupt), interrupts.signals_held():
+            signal.raise_signal(signal.SIGINT)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def ray_processes(marker: str) -> list[str]:
     """Command lines of live processes that name ``marker`` (the run's Ray temp directory)."""
     lines = subprocess.run(["ps", "-eww", "-o", "stat=,args="], capture_output=True, text=True).stdout.splitlines()

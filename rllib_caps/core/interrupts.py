@@ -42,7 +42,9 @@ class Interrupted(KeyboardInterrupt):
         self.signum = signum
 
 
-def _raise_interrupted(signum: int, _frame: FrameType | None) -> None:
+def _interrupt(signum: int, _frame: FrameType | None) -> None:
+    """``interruptible``'s handler of SIGINT and SIGTERM: the deadline starts, and the block unwinds."""
+    _DEADLINE.start(signum)
     raise Interrupted(signum)
 
 
@@ -52,8 +54,8 @@ def _said(kept: str | Callable[[], str]) -> str:
 
 @dataclass
 class _Deadline:
-    """Ends the process ``STOP_GRACE_S`` after the first signal if it has not ended by then, inside ``interruptible``
-    only (whose ``kept`` it says)."""
+    """Ends the process ``STOP_GRACE_S`` after the first signal if it has not ended by then (Ray's driver waits a
+    minute for a GCS that was signalled too), inside ``interruptible`` only, whose ``kept`` it says."""
 
     kept: str | Callable[[], str] | None = None
     timer: threading.Timer | None = None
@@ -72,7 +74,7 @@ class _Deadline:
     @staticmethod
     def _end(signum: int, kept: str | Callable[[], str]) -> None:
         print(f"interrupted ({signal.Signals(signum).name}): {_said(kept)} (Ray had not stopped {STOP_GRACE_S:g} s "
-              "after the signal: its own processes were signalled too)", file=sys.stderr, flush=True)
+              "after the signal; its processes end with this one)", file=sys.stderr, flush=True)
         os._exit(EXIT_STATUS[signum])
 
 
@@ -84,7 +86,7 @@ def interruptible(kept: str | Callable[[], str]) -> Iterator[None]:
     """Runs the block; on SIGINT or SIGTERM prints ``interrupted (SIGNAL): {kept}``, shuts Ray down if this process
     started it, and exits with 130 or 143, within ``STOP_GRACE_S`` of the signal. ``kept`` says what was kept and
     how to resume (a callable: said then)."""
-    previous = signal.signal(signal.SIGTERM, _raise_interrupted)
+    previous = {signum: signal.signal(signum, _interrupt) for signum in EXIT_STATUS}
     _DEADLINE.kept = kept
     try:
         yield
@@ -98,7 +100,9 @@ def interruptible(kept: str | Callable[[], str]) -> Iterator[None]:
         raise SystemExit(EXIT_STATUS[signum]) from None
     finally:
         _DEADLINE.cancel()
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGTERM, previous[signal.SIGTERM])
+        if signal.getsignal(signal.SIGINT) is _interrupt:  # after an interrupt, Ctrl+C stays ignored to the end
+            signal.signal(signal.SIGINT, previous[signal.SIGINT])
 
 
 @dataclass
