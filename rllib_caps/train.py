@@ -24,7 +24,7 @@ from rllib_caps.algorithms.registry import (
     names_where,
     trained_per_threshold,
 )
-from rllib_caps.core.interrupts import init_ray, interruptible
+from rllib_caps.core.interrupts import interruptible, ray_started
 from rllib_caps.core.keys import EVALUATION_FILE, RESULTS_KEY, TIME_LIMITS
 from rllib_caps.core.results import format_results_table
 from rllib_caps.data import DatasetError
@@ -158,7 +158,8 @@ def main(argv: list[str] | None = None) -> int:
         # The temporary output directory exists (so --out is writable, free and ours to replace) before training
         # starts; it becomes --out when the block ends without an error.
         with atomic_directory(args.out, force=args.force, command=COMMAND) as tmp, interruptible(
-                f"nothing was written to --out {args.out}; run the same command again to train from the start"):
+                f"nothing was written to --out {args.out}; run the same command again to train from the start"
+        ), ray_started(num_cpus=None, include_dashboard=False, log_to_driver=False):
             result = _train_and_save(args, spec.name, config, tmp)
     except (OutputExistsError, OutputNotWritableError) as err:
         lost = "; the trained model is lost: free some space and run again" if isinstance(err, OutputNoSpaceError) \
@@ -197,7 +198,6 @@ def _checked_input(args: argparse.Namespace) -> tuple[Any, Any]:
 
 def _train_and_save(args: argparse.Namespace, task: str, config: Any, out: Path) -> dict[str, Any] | None:
     """Trains, saves the checkpoint into ``out`` and returns the evaluation results (None without evaluation)."""
-    init_ray(num_cpus=None, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
     logger.info("training %s on %s from %s: %d steps, seed %d", args.algo, task, args.data,
                 config.num_gradient_steps, args.seed)
     if config.evaluation_interval is not None:

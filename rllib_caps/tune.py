@@ -33,7 +33,7 @@ from rllib_caps.sweeps.options import PACK_MODES, SweepError, SweepOptions, opti
 from rllib_caps.sweeps.packing import MAX_MEMBERS
 from rllib_caps.sweeps.plan import PlanChangedError, changed_plan_advice, check_plan
 from rllib_caps.sweeps.runner import check_experiment_dir, run_sweep, start_ray
-from rllib_caps.sweeps.tracking import DEFAULT_WANDB_PROJECT, MLFLOW_DB, SQLITE
+from rllib_caps.sweeps.tracking import DEFAULT_WANDB_PROJECT, MLFLOW_DB, SQLITE, check_trackers
 from rllib_caps.sweeps.trials import missing_datasets, missing_datasets_message
 from rllib_caps.utils.atomic import OutputNotWritableError
 from rllib_caps.utils.checks import check_writable, seed_type
@@ -214,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         check_experiment_dir(options.experiment_dir, bool(options.resume))
         check_writable(options.experiment_dir, "--storage")
+        check_trackers(options)  # before Ray starts: an unreachable tracker is refused in seconds
         missing = missing_datasets(options.data_root, options.task_specs())
         if missing and not options.prepare:
             raise SweepError(missing_datasets_message(options.data_root, missing))

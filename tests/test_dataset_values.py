@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-import ray
 from test_caps_module import OBS, make_module
 
 from data_conversion.dsrl_format import DsrlFormatError, read_dsrl_hdf5, write_dsrl_hdf5
@@ -26,7 +28,6 @@ from rllib_caps.data.validation import check_dataset, file_sha256
 from rllib_caps.data.values import MIN_ROWS, column_problem, size_problem
 from rllib_caps.envs import get_task
 from rllib_caps.onnx_runtime import ONNXCAPSPolicy
-from rllib_caps.train import main as train_main
 
 BUNDLED = Path(__file__).resolve().parents[1] / "datasets" / "BallCircle"
 
@@ -104,12 +105,18 @@ def test_too_small_and_empty_part_datasets(tmp_path: Path) -> None:
         check_dataset(dataset, task=spec.name, obs_dim=spec.obs_dim, act_dim=spec.act_dim, verify=False)
 
 
-def test_train_on_a_dataset_with_one_nan_is_refused_before_ray_starts(tmp_path: Path, capsys) -> None:
+def test_train_on_a_dataset_with_one_nan_is_refused_before_ray_starts(tmp_path: Path) -> None:
+    """In a process of its own, so that "before Ray starts" is not hidden by a Ray this test process holds."""
     dataset = planted(tmp_path, OBS_COLUMN, math.nan, row=123)
     out = tmp_path / "ckpt"
-    assert train_main(["--task", "BallCircle", "--data", str(dataset), "--out", str(out), "--steps", "1"]) == 2
-    assert "column 'obs': NaN or inf at row 123" in capsys.readouterr().err
-    assert not ray.is_initialized() and not out.exists()
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    run = subprocess.run([sys.executable, "-m", "rllib_caps.train", "--task", "BallCircle", "--data", str(dataset),
+                          "--out", str(out), "--steps", "1"], capture_output=True, text=True, env=env, timeout=120)
+    assert run.returncode == 2
+    assert run.stderr.strip().splitlines()[-1] == (
+        f"error: {dataset / 'data' / 'part-00000.parquet'}: column 'obs': NaN or inf at row 123 (value nan); fix or "
+        "re-convert the dataset")
+    assert "Ray" not in run.stderr and not out.exists()
 
 
 def test_the_converter_applies_the_same_rule(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from test_interrupts import ray_of_its_own
 from test_tune import TINY_TRAINING
 
 from rllib_caps.algorithms.registry import build_config, get_algorithm
+from rllib_caps.core.interrupts import STOP_GRACE_S
 from rllib_caps.report import load_trials, write_report
 from rllib_caps.sweeps.options import SweepOptions
 from rllib_caps.sweeps.runner import run_sweep
@@ -315,10 +316,25 @@ def test_a_trial_whose_kept_checkpoint_was_rotated_out_continues_from_it_after_a
         assert torch.equal(value, expected[name]), name
 
 
-def interrupt_at_first_checkpoint(config: Path, trials: Path, signum: int, status: int) -> str:
+def signal_every_ray_process(marker: str, signum: int) -> int:
+    """Sends ``signum`` to every live process whose command line names ``marker`` (the Ray temp directory of one
+    command), as Slurm's ``scancel`` and systemd signal every process of a job; returns how many."""
+    lines = subprocess.run(["ps", "-eww", "-o", "pid=,args="], capture_output=True, text=True).stdout.splitlines()
+    pids = [int(pid) for pid, args in (line.split(None, 1) for line in lines) if marker in args]
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signum)
+    return len(pids)
+
+
+def interrupt_at_first_checkpoint(config: Path, trials: Path, signum: int, status: int,
+                                  every_process: bool = False) -> str:
     """Runs ``tune --config config`` on a Ray of its own until a trial matching the glob ``trials`` has written its
-    first checkpoint, then interrupts it with ``signum`` (SIGINT to its process group, as Ctrl+C does; else to the
-    driver) and checks that it exits with ``status``; returns its output."""
+    first checkpoint, then sends ``signum`` to its process group (as Ctrl+C does with SIGINT, and Slurm, systemd or
+    ``kill -TERM -PGID`` with SIGTERM) and checks that it exits with ``status`` in seconds (Ray's own processes,
+    in a session of their own, do not get the signal: the driver stops Tune and shuts Ray down in order); returns
+    its output. With ``every_process``, Ray's processes get the signal too, as Slurm and systemd send it: the
+    command ends within ``STOP_GRACE_S`` of it all the same."""
     log = config.with_suffix(".log")
     with ray_of_its_own("raytun") as ray_tmp, log.open("w") as out:
         process = subprocess.Popen([sys.executable, "-m", "rllib_caps.tune", "--config", str(config)],
@@ -328,11 +344,11 @@ def interrupt_at_first_checkpoint(config: Path, trials: Path, signum: int, statu
         while not list(Path(trials.anchor).glob(str((trials / "checkpoint_000001").relative_to(trials.anchor)))):
             assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
             time.sleep(0.1)
-        if signum == signal.SIGINT:
-            os.killpg(process.pid, signum)
-        else:
-            process.send_signal(signum)
+        signalled = time.monotonic()
+        assert not every_process or signal_every_ray_process(ray_tmp, signum) > 3, "Ray's processes not found"
+        os.killpg(process.pid, signum)
         assert process.wait(timeout=180) == status, log.read_text()[-3000:]
+        assert time.monotonic() - signalled < STOP_GRACE_S + 10, log.read_text()[-3000:]  # Ray's GCS wait: 60 s
     return log.read_text()
 
 
@@ -340,9 +356,10 @@ def interrupt_at_first_checkpoint(config: Path, trials: Path, signum: int, statu
 @pytest.mark.parametrize(("signum", "status", "pack"), [(signal.SIGINT, 130, "off"), (signal.SIGTERM, 143, "on")])
 def test_an_interrupted_sweep_stops_as_tune_does_and_resumes(ray_address: str, tmp_path: Path, signum: int,
                                                             status: int, pack: str) -> None:
-    """Ctrl+C (SIGINT to the terminal's process group) to a sweep, or SIGTERM (to the driver) to a packed one
-    (``--pack on``: both seeds in one population), mid-trial: Tune saves the experiment, ``tune`` says so with the
-    ``--resume`` command, exits 130 or 143 and leaves none of the Ray processes it started; the printed command
+    """Ctrl+C (SIGINT to the terminal's process group) to a sweep, or SIGTERM to the process group (as Slurm and
+    systemd send it) of a packed one (``--pack on``: both seeds in one population), mid-trial: Tune saves the
+    experiment, ``tune`` says so with the ``--resume`` command, exits 130 or 143 in seconds and leaves none of the
+    Ray processes it started; the printed command
     finishes the sweep, the population continuing from its members' checkpoints. (Both signals take the same path
     in ``tune``: tests/test_interrupts.py checks that path for each.)"""
     config = tmp_path / "sweep.yaml"
@@ -361,6 +378,26 @@ def test_an_interrupted_sweep_stops_as_tune_does_and_resumes(ray_address: str, t
     records, unfinished = load_trials(tmp_path / "stopped")
     assert unfinished == [] and sorted(r.seed for r in records) == [0, 1]
     assert len(list((tmp_path / "stopped").glob("*/params.json"))) == (1 if pack == "on" else 2)
+
+
+@pytest.mark.timeout(600)
+def test_sigterm_to_every_process_of_a_sweep_ends_it_within_the_grace_and_it_resumes(ray_address: str,
+                                                                                     tmp_path: Path) -> None:
+    """SIGTERM to the driver and to every process of its Ray (Slurm's ``scancel``, systemd's stop): Ray's GCS
+    is gone, so Tune cannot stop in order; ``tune`` still ends within ``STOP_GRACE_S`` with 143 and the ``--resume``
+    line, and that command finishes the sweep from the saved state."""
+    config = tmp_path / "sweep.yaml"
+    config.write_text(yaml.safe_dump({"tasks": "BallCircle", "seeds": [0], "data_root": str(BUNDLED.parent),
+                                      "storage": str(tmp_path), "name": "slurm", "checkpoint_every": 1,
+                                      "training": {**TINY_TRAINING, "steps": 120, "thresholds": [20]}}))
+    text = interrupt_at_first_checkpoint(config, tmp_path / "slurm" / "*", signal.SIGTERM, 143, every_process=True)
+    assert "interrupted (SIGTERM): Tune saved the experiment state" in text and "--resume" in text, text[-3000:]
+    resumed = subprocess.run([sys.executable, "-m", "rllib_caps.tune", "--config", str(config), "--resume",
+                              "--address", ray_address], capture_output=True, text=True, cwd=ROOT, env=env(),
+                             check=False, timeout=400)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    (record,), unfinished = load_trials(tmp_path / "slurm")
+    assert unfinished == [] and record.seed == 0
 
 
 @pytest.mark.timeout(600)

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -78,6 +78,23 @@ def test_a_signal_before_tunes_loop_starts_unwinds_at_once() -> None:
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
+def test_signals_held_while_ray_starts_or_stops_take_effect_when_it_is_done() -> None:
+    """``signals_held`` (around ``ray.init`` and ``ray.shutdown``): a signal inside waits for the block's end, then
+    reaches the handler in force; the handlers are as before."""
+    received: list[int] = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, _frame: received.append(signum))
+    try:
+        with interrupts.signals_held():
+            signal.raise_signal(signal.SIGTERM)
+            assert received == []
+        assert received == [signal.SIGTERM]
+        with pytest.raises(KeyboardInterrupt), interrupts.signals_held():
+            signal.raise_signal(signal.SIGINT)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def ray_processes(marker: str) -> list[str]:
     """Command lines of live processes that name ``marker`` (the run's Ray temp directory)."""
     lines = subprocess.run(["ps", "-eww", "-o", "stat=,args="], capture_output=True, text=True).stdout.splitlines()
@@ -123,3 +140,49 @@ def test_interrupted_train_keeps_nothing_half_written_and_leaves_no_ray_process(
     text = log.read_text()
     assert f"interrupted ({signal.Signals(signum).name}): nothing was written to --out" in text
     assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".ckpt")]
+
+
+def signal_train_when(reached: Callable[[Path, Path], bool], steps: str, signum: int, tmp_path: Path) -> int:
+    """Runs ``train`` on a Ray of its own, in a session of its own, and sends ``signum`` to its process group (as
+    Ctrl+C in a terminal does) as soon as ``reached(stderr log, out)``; returns its exit status once no Ray process
+    of it is left (``ray_of_its_own``)."""
+    out, log = tmp_path / "ckpt", tmp_path / "stderr.log"
+    command = [sys.executable, "-m", "rllib_caps.train", "--task", "BallCircle", "--data",
+               str(ROOT / "datasets" / "BallCircle"), "--out", str(out), "--steps", steps, "--hidden", "16", "16",
+               "--updates-per-iteration", "30", "--eval-episodes", "0"]
+    with ray_of_its_own("raysig") as ray_tmp, log.open("w") as stderr:
+        env = {**os.environ, "RAY_TMPDIR": ray_tmp, "RLLIB_CAPS_SMOKE_TEST": ""}
+        process = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=stderr,
+                                   start_new_session=True)
+        deadline = time.monotonic() + 180
+        while not reached(log, out):
+            assert process.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.02)
+        os.killpg(process.pid, signum)
+        return process.wait(timeout=120)
+
+
+def ray_has_started(log: Path, _out: Path) -> bool:
+    """Ray's processes run and the driver is connecting to them."""
+    return "Started a local Ray instance" in log.read_text()
+
+
+def checkpoint_is_written(_log: Path, out: Path) -> bool:
+    """The checkpoint's manifest, written last, is in the temporary output: the algorithm and Ray stop next."""
+    return any(out.parent.glob(f".{out.name}.*/manifest.json"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("reached, steps", [(ray_has_started, "100000"), (checkpoint_is_written, "60")],
+                         ids=["at-start-up", "while-train-exits"])
+def test_ctrl_c_to_train_as_ray_starts_or_stops_exits_130_and_leaves_no_ray_process(
+        tmp_path: Path, reached: Callable[[Path, Path], bool], steps: str) -> None:
+    """Ctrl+C (SIGINT to the process group) just after Ray's processes have started (the driver was connecting:
+    it segfaulted at exit) or while ``train`` stops its algorithm and Ray (Ray's agents were left behind): exit 130
+    with the one line, nothing at --out, and no process of that Ray left."""
+    status = signal_train_when(reached, steps, signal.SIGINT, tmp_path)
+    text = (tmp_path / "stderr.log").read_text()
+    assert status == 130, text
+    assert "interrupted (SIGINT): nothing was written to --out" in text
+    assert not (tmp_path / "ckpt").exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".ckpt")]

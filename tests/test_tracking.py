@@ -5,14 +5,21 @@ sweep logged to both offline, read back with each library's own reader: ``mlflow
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
+from test_interrupts import ray_of_its_own
 
 from rllib_caps.report import load_trials
 from rllib_caps.report.curves import losses_of
@@ -22,6 +29,24 @@ from rllib_caps.tune import parse_args
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY_TRAINING = {"steps": 60, "updates_per_iteration": 30, "hidden": [16, 16], "batch_size": 32, "eval_episodes": 1}
+
+
+@pytest.fixture
+def answering_server() -> Iterator[str]:
+    """The URL of a local HTTP server that answers every request (404): a reachable tracking host."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    server.RequestHandlerClass.log_message = lambda *args: None
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/no-such-page"
+    server.shutdown()
+
+
+def closed_port_url() -> str:
+    """An http URL on a local port that nothing listens on (bound, then closed)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
 
 
 # ------------------------------------------------------------------------------------------------ fast
@@ -44,10 +69,11 @@ def test_tracking_flags_and_yaml_keys(tmp_path: Path) -> None:
             resolve_options(parse_args(["--config", str(config)]))
 
 
-def test_callbacks_are_set_up_before_the_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_callbacks_are_set_up_before_the_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               answering_server: str) -> None:
     """MLflow: the experiment named after the sweep exists in the store before any trial; W&B: the run settings
-    carry the project, the sweep's name as group and the driver's WANDB_MODE; without it and without an API key,
-    a SweepError naming the flag."""
+    carry the project, the sweep's name as group and the driver's WANDB_MODE; without it (W&B online, its server
+    answering) and without an API key, a SweepError naming the flag."""
     import mlflow
     from ray.air.integrations.mlflow import MLflowLoggerCallback
     from ray.air.integrations.wandb import WandbLoggerCallback
@@ -65,11 +91,79 @@ def test_callbacks_are_set_up_before_the_sweep(tmp_path: Path, monkeypatch: pyte
     monkeypatch.delenv("WANDB_MODE")
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc login either
+    monkeypatch.setenv("WANDB_BASE_URL", answering_server)
     with pytest.raises(SweepError, match=r"--wandb proj: ValueError: No WandB API key found.*WANDB_MODE=offline"):
         tracking_callbacks(SweepOptions(wandb="proj"))
 
 
+@pytest.mark.parametrize("flag", ["--wandb", "--mlflow"])
+def test_an_unreachable_tracker_is_refused_in_seconds_before_ray_starts(tmp_path: Path, flag: str) -> None:
+    """W&B logging online, or an MLflow tracking URI, whose server is a closed local port: ``tune`` exits 2 with one
+    line naming the flag (and for W&B how to log offline) within the reachability timeout, before Ray starts and
+    before any trial (no experiment directory)."""
+    url = closed_port_url()
+    env = {**os.environ, "WANDB_MODE": "online", "WANDB_BASE_URL": url, "WANDB_API_KEY": "x" * 40}
+    command = [sys.executable, "-m", "rllib_caps.tune", "--tasks", "BallCircle", "--seeds", "0", "--data-root",
+               str(ROOT / "datasets"), "--storage", str(tmp_path), "--name", "refused", flag]
+    if flag == "--mlflow":
+        command.append(url)
+    started = time.monotonic()
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env, check=False, timeout=60)
+    took = time.monotonic() - started
+    assert done.returncode == 2, done.stdout + done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    expected = f"error: --wandb {DEFAULT_WANDB_PROJECT}: W&B logs online" if flag == "--wandb" else \
+        f"error: --mlflow {url}: the MLflow tracking server cannot be reached"
+    assert line.startswith(expected) and ("WANDB_MODE=offline" in line) == (flag == "--wandb"), line
+    assert took < 30 and "Ray" not in done.stdout + done.stderr and not (tmp_path / "refused").exists()
+
+
+def test_a_reachable_tracking_server_passes(answering_server: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check is not a refusal of every server: one that answers (here 404) passes, for both flags."""
+    from rllib_caps.sweeps.tracking import check_trackers
+
+    monkeypatch.setenv("WANDB_MODE", "online")
+    monkeypatch.setenv("WANDB_BASE_URL", answering_server)
+    check_trackers(SweepOptions(wandb=True, mlflow=answering_server))
+
+
 # ------------------------------------------------------------------------------------------------ slow
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_no_credential_reaches_rays_logs(tmp_path: Path) -> None:
+    """A one-trial sweep with --wandb (offline) and --mlflow on a Ray that ``tune`` starts, with credentials
+    planted in its environment (W&B's key, AWS's, MLflow's password, a Hub token): none of them is in any file that
+    Ray wrote (its session's logs, the runtime-env agent's among them), while the W&B run was written."""
+    planted = {name: f"planted-{uuid.uuid4().hex}" for name in ("WANDB_API_KEY", "AWS_SECRET_ACCESS_KEY",
+                                                                "AWS_ACCESS_KEY_ID", "MLFLOW_TRACKING_PASSWORD",
+                                                                "HF_TOKEN")}
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml.safe_dump({"training": {**TINY_TRAINING, "steps": 30}}))
+    command = [sys.executable, "-m", "rllib_caps.tune", "--config", str(config), "--tasks", "BallCircle", "--seeds",
+               "0", "--data-root", str(ROOT / "datasets"), "--storage", str(tmp_path), "--name", "secret",
+               "--no-cost-limits", "--wandb", "rllib-caps-test", "--mlflow"]
+    with ray_of_its_own("raysec") as ray_tmp:
+        env = {**os.environ, **planted, "RAY_TMPDIR": ray_tmp, "WANDB_MODE": "offline"}
+        done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env, check=False, timeout=250)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        written = {path: contents(path) for path in Path(ray_tmp).rglob("*")}
+    assert any(path.name.startswith("runtime_env_agent") and text for path, text in written.items()), \
+        "Ray's logs were not found"
+    assert list((tmp_path / "secret" / "wandb").glob("offline-run-*"))
+    leaked = [f"{path}: {name}" for path, text in written.items() for name, value in planted.items()
+              if value.encode() in text]
+    assert not leaked, leaked
+
+
+def contents(path: Path) -> bytes:
+    """The bytes of a regular file; nothing for anything else, or for a file gone since (Ray removes a few as it
+    stops)."""
+    try:
+        return path.read_bytes() if path.is_file() and not path.is_symlink() else b""
+    except FileNotFoundError:
+        return b""
 
 def _wandb_records(run_dir: Path) -> list[dict]:
     """The records of an offline W&B run's ``.wandb`` log, through wandb's own reader."""

@@ -30,6 +30,18 @@ name, rather than silently elsewhere. Each private member, why we need it, and w
   its own way; ``trial_group``. Else: keep the groups ourselves in ``suggest``.
 - ``torch._foreach_lerp_``: the Polyak step, one fused kernel per device; ``foreach_lerp_``. Else:
   ``target.lerp_(online, tau)`` per tensor (many small kernels).
+- ``ray._private.services.ConsolePopen``: the ``Popen`` that ``ray.init`` starts local Ray's processes (GCS,
+  raylet, dashboard, log monitor) with; ``ray_processes_in_own_session`` has them start a session of their own, so
+  that a signal to the driver's process group (``kill -TERM -PGID``, as Slurm and systemd send it) reaches the
+  driver alone, which then stops Tune and shuts Ray down in order. Ray has no setting for it; else: start the head
+  with ``ray start --head`` in a session of its own and join it.
+- ``ray.tune.execution.class_cache.ENV_VARS_TO_PROPAGATE``: the driver's variables that Tune passes to every
+  trainable through ``runtime_env`` env_vars, ``AWS_SECRET_ACCESS_KEY`` among them, which Ray's runtime-env agent
+  writes to its log; ``stop_tune_forwarding`` takes names out of it. Else: nothing (Ray has no setting for it).
+- ``WandbLoggerCallback._remote_logger_class``, ``._logger_actor_cls`` and ``ray.air.integrations.wandb.
+  _force_on_current_node``: Ray creates the W&B logging actors with ``runtime_env={"env_vars": {"WANDB_API_KEY":
+  ...}}`` (logged likewise); ``WandbActorHook`` creates them as Ray does but without it, the actor setting the
+  variables given to it (``environment``) in its own environment. Else: override ``_start_logging_actor``.
 - ``torch._amp_foreach_non_finite_check_and_unscale_``: the finiteness check of all gradients in one kernel
   (``torch.amp.GradScaler``'s, with a scale of 1); ``non_finite_check_and_unscale_``. Else:
   ``torch.isfinite`` per tensor (a device sync each).
@@ -51,8 +63,12 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from functools import partial
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -72,6 +88,10 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "ray.rllib.core.learner.torch.torch_learner.TorchLearner": ("_update", "_grad_scalers", "_lr_scheduler_classes"),
     "ray.tune.search.Repeater": ("_trial_id_to_group",),
     "torch": ("_foreach_lerp_", "_amp_foreach_non_finite_check_and_unscale_"),
+    "ray._private.services": ("ConsolePopen",),
+    "ray.tune.execution.class_cache": ("ENV_VARS_TO_PROPAGATE",),
+    "ray.air.integrations.wandb": ("_force_on_current_node",),
+    "ray.air.integrations.wandb.WandbLoggerCallback": ("_remote_logger_class", "_logger_actor_cls"),
 }
 # RLlib's documented underscore hooks, overridden in every RLModule: checked, not routed.
 OVERRIDE_HOOKS: dict[str, tuple[str, ...]] = {
@@ -168,6 +188,64 @@ def non_finite_check_and_unscale_(tensors: Sequence[torch.Tensor], found_inf: to
     """Multiplies ``tensors`` by ``inv_scale`` in place and sets ``found_inf`` to 1 if any entry is not finite
     (one kernel; ``torch.amp.GradScaler``'s check)."""
     torch._amp_foreach_non_finite_check_and_unscale_(tensors, found_inf, inv_scale)
+
+
+@contextmanager
+def ray_processes_in_own_session() -> Iterator[None]:
+    """While the block runs, every process that Ray starts from this one (``ray.init``'s GCS, raylet, dashboard and
+    log monitor; the raylet's workers and agents follow the raylet) begins a session of its own (``setsid``): a
+    signal to this process's group reaches this process alone. They still end with it (Ray's parent-death signal)."""
+    from ray._private import services
+
+    popen = services.ConsolePopen
+
+    class OwnSessionPopen(popen):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **{**kwargs, "start_new_session": True})
+
+    services.ConsolePopen = OwnSessionPopen
+    try:
+        yield
+    finally:
+        services.ConsolePopen = popen
+
+
+def stop_tune_forwarding(excluded: Callable[[str], bool]) -> None:
+    """Tune no longer passes those of the driver's environment variables to its trainables (``runtime_env``)
+    whose name is ``excluded``."""
+    from ray.tune.execution import class_cache
+
+    class_cache.ENV_VARS_TO_PROPAGATE = {name for name in class_cache.ENV_VARS_TO_PROPAGATE if not excluded(name)}
+
+
+class WandbActorHook:
+    """Mixin before ``WandbLoggerCallback``: its logging actors are created as Ray creates them but with no
+    ``runtime_env``; what Ray would put in it (``WANDB_API_KEY`` from the driver's environment, read when the first
+    actor starts: never stored on the callback, which Tune pickles into the experiment) is an argument of each
+    actor, which sets it in its own environment before W&B starts."""
+
+    def log_trial_start(self, trial: Any) -> None:
+        if self._remote_logger_class is None:
+            import ray
+            from ray.air.integrations.wandb import WANDB_ENV_VAR, _force_on_current_node
+
+            actor_class = ray.remote(num_cpus=0, **_force_on_current_node(), max_restarts=-1,
+                                     max_task_retries=-1)(_with_environment(self._logger_actor_cls))
+            environment = {WANDB_ENV_VAR: os.environ[WANDB_ENV_VAR]} if WANDB_ENV_VAR in os.environ else {}
+            self._remote_logger_class = SimpleNamespace(remote=partial(actor_class.remote, environment=environment))
+        super().log_trial_start(trial)
+
+
+def _with_environment(actor_class: type) -> type:
+    """``actor_class`` whose constructor also takes ``environment``, set in the process's environment first."""
+
+    class ActorWithEnvironment(actor_class):
+        def __init__(self, *args: Any, environment: dict[str, str], **kwargs: Any) -> None:
+            os.environ.update(environment)
+            super().__init__(*args, **kwargs)
+
+    ActorWithEnvironment.__name__ = ActorWithEnvironment.__qualname__ = actor_class.__name__
+    return ActorWithEnvironment
 
 
 def missing_internals() -> list[str]:
