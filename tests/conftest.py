@@ -51,6 +51,9 @@ LONG_TESTS: dict[str, LongTest] = {
     "tests/test_fault_injection.py::test_an_interrupted_packed_search_resumes_with_its_samples_and_their_scores":
         LongTest(120, "an Optuna search of 3 samples x 2 seeds packed in populations, on a Ray of its own, stopped by "
                       "SIGTERM and resumed on the shared one"),
+    "tests/test_fault_injection.py::test_sigterm_to_every_process_of_a_sweep_ends_it_within_the_grace_and_it_resumes":
+        LongTest(120, "a sweep on a Ray of its own, every process of it sent SIGTERM as Slurm does: the driver ends "
+                      "only after its grace (STOP_GRACE_S, 20 s) by design; then resumed on the shared Ray"),
     "tests/test_packing.py::test_an_evaluation_during_training_rolls_out_while_the_population_trains_on": LongTest(
         120, "the same packed trial three times (pipelined, in place, resumed), each with remote evaluation runners"),
 }
