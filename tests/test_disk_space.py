@@ -120,7 +120,8 @@ def test_a_sweeps_estimate_counts_every_trial_its_kept_checkpoints_and_results(t
     (options.experiment_dir / "trial").mkdir(parents=True)
     (options.experiment_dir / "trial" / "checkpoint").write_bytes(bytes(MiB))
     resumed = sweep_output_estimate(SweepOptions(**{**options.__dict__, "resume": True}), tasks)
-    assert resumed.written == bytes_under(options.experiment_dir) == MiB and resumed.total == estimate.total - MiB
+    assert resumed.written == bytes_under(options.experiment_dir) >= MiB
+    assert resumed.total == estimate.total - resumed.written
     bad = SweepOptions(**{**options.__dict__, "training": {**training, "time_limit": "sometimes"}})
     assert sweep_output_estimate(bad, tasks) is None  # left to runner.check_trials, which names the mistake
 

@@ -72,8 +72,9 @@ def free_bytes(path: str | Path) -> int:
 
 
 def bytes_under(path: str | Path) -> int:
-    """The bytes of the files under ``path`` (0 when it does not exist)."""
-    return sum(os.path.getsize(Path(root) / name) for root, _, names in os.walk(path) for name in names)
+    """The disk space the files under ``path`` take, in whole blocks as ``du`` counts it (0 when it does not
+    exist)."""
+    return sum(os.stat(Path(root) / name).st_blocks * 512 for root, _, names in os.walk(path) for name in names)
 
 
 def space_shortfall(flag: str, path: str | Path, what: str, estimate: OutputEstimate, free: int) -> str | None:
