@@ -21,7 +21,12 @@ from rllib_caps.core.checkpoint_size import (
     training_run_estimate,
 )
 from rllib_caps.sweeps.options import SweepOptions
-from rllib_caps.sweeps.output_size import RESULT_BYTES_PER_ITERATION, sweep_output_estimate, trained_variants
+from rllib_caps.sweeps.output_size import (
+    CHECKPOINTS_AT_ONCE,
+    RESULT_BYTES_PER_ITERATION,
+    sweep_output_estimate,
+    trained_variants,
+)
 from rllib_caps.sweeps.runner import CHECKPOINTS_KEPT
 from rllib_caps.utils.disk import (
     NotEnoughSpaceError,
@@ -109,7 +114,7 @@ def test_a_sweeps_estimate_counts_every_trial_its_kept_checkpoints_and_results(t
     per_variant = [config_checkpoint_bytes(_config("caps", hidden=[64, 64], heads=2)),
                    config_checkpoint_bytes(_config("caps", hidden=[64, 64], heads=4)),
                    config_checkpoint_bytes(_config("bc-all", hidden=[64, 64]))]
-    assert (estimate.runs, estimate.checkpoints) == (9, CHECKPOINTS_KEPT)
+    assert (estimate.runs, estimate.checkpoints) == (9, CHECKPOINTS_KEPT + 1)  # Tune's kept ones and one more
     assert estimate.checkpoint_bytes == mean_checkpoint_bytes([b for b in per_variant for _ in range(3)])
     assert estimate.other_bytes == 9 * 2 * RESULT_BYTES_PER_ITERATION  # 40 steps / 20 per iteration
     more_seeds = sweep_output_estimate(SweepOptions(**{**options.__dict__, "seeds": [0, 1, 2, 3]}), tasks)
@@ -166,5 +171,5 @@ def test_tune_refuses_a_storage_without_room_before_ray_starts(tmp_path: Path) -
     assert done.returncode == 2, done.stderr[-2000:]
     error = done.stderr.strip().splitlines()[-1]
     assert error.startswith(f"error: --storage {tmp_path / 'results' / 'huge'}: the sweep needs about ")
-    assert f"(2 trials x {CHECKPOINTS_KEPT} checkpoints x " in error and error.endswith(" free")
+    assert f"(2 trials x {CHECKPOINTS_AT_ONCE} checkpoints x " in error and error.endswith(" free")
     assert "Started a local Ray" not in done.stderr and not (tmp_path / "results").exists()

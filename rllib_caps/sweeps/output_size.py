@@ -1,6 +1,6 @@
 """The disk space a sweep will write under ``--storage``, estimated before Ray starts: every trial's checkpoints
-(``runner.CHECKPOINTS_KEPT`` of each at once, their size from the trial's RLModule: ``core.checkpoint_size``)
-and its results (``RESULT_BYTES_PER_ITERATION`` per training iteration)."""
+(``CHECKPOINTS_AT_ONCE`` of each, their size from the trial's RLModule: ``core.checkpoint_size``) and its results
+(``RESULT_BYTES_PER_ITERATION`` per training iteration)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,9 @@ from rllib_caps.utils.disk import (
     mean_checkpoint_bytes,
 )
 
+# Tune keeps the newest CHECKPOINTS_KEPT of a trial; one more is on the disk while a new one is written before the
+# oldest is deleted, or while the last good state (state_backup.py) still links one that Tune rotated out.
+CHECKPOINTS_AT_ONCE = CHECKPOINTS_KEPT + 1
 # A trial's result.json, progress.csv and TensorBoard events per iteration: measured 7.2 kB in a smoke CAPS trial
 # (145 kB for 20 iterations), doubled for the evaluation results, critic variants and trackers' files.
 RESULT_BYTES_PER_ITERATION = 16 * 2**10
@@ -52,7 +55,7 @@ def sweep_output_estimate(options: SweepOptions, tasks: Sequence[TaskSpec]) -> O
             return None
         sizes += [size] * trials
         other += trials * config.num_iterations * RESULT_BYTES_PER_ITERATION
-    return OutputEstimate(runs=len(sizes), run_noun="trial", checkpoints=CHECKPOINTS_KEPT,
+    return OutputEstimate(runs=len(sizes), run_noun="trial", checkpoints=CHECKPOINTS_AT_ONCE,
                           checkpoint_bytes=mean_checkpoint_bytes(sizes), other_bytes=other,
                           written=bytes_under(options.experiment_dir) if options.resume else 0)
 
