@@ -132,7 +132,7 @@ def test_a_sweeps_estimate_counts_every_trial_its_kept_checkpoints_and_results(t
 
 
 def test_the_estimate_is_within_a_factor_two_of_a_real_checkpoint(ray_session, tmp_path: Path) -> None:
-    for algo in ("caps", "bc-all"):
+    for algo in ("caps", "bc-all", "cdt"):  # measured: 1.08, 1.46 and 1.01 times the blocks on disk
         config = _config(algo, hidden=[64, 64], steps=2, updates_per_iteration=2, batch_size=32, eval_episodes=0)
         algorithm = config.build_algo()
         algorithm.train()
