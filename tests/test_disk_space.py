@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 from ray.rllib.core.rl_module.apis import TargetNetworkAPI
+from test_fault_injection import small_disk  # noqa: F401 (a fixture: a 64 MiB tmpfs)
 
 from rllib_caps.algorithms.registry import build_config
 from rllib_caps.core.checkpoint_size import (
@@ -28,6 +29,7 @@ from rllib_caps.sweeps.output_size import (
     trained_variants,
 )
 from rllib_caps.sweeps.runner import CHECKPOINTS_KEPT
+from rllib_caps.train import main as train_main
 from rllib_caps.utils.disk import (
     NotEnoughSpaceError,
     OutputEstimate,
@@ -173,3 +175,18 @@ def test_tune_refuses_a_storage_without_room_before_ray_starts(tmp_path: Path) -
     assert error.startswith(f"error: --storage {tmp_path / 'results' / 'huge'}: the sweep needs about ")
     assert f"(2 trials x {CHECKPOINTS_AT_ONCE} checkpoints x " in error and error.endswith(" free")
     assert "Started a local Ray" not in done.stderr and not (tmp_path / "results").exists()
+
+
+def test_train_refuses_a_small_disk_that_a_checkpoint_would_fill(small_disk: Path, monkeypatch,  # noqa: F811
+                                                                  capsys) -> None:
+    monkeypatch.delenv("RLLIB_CAPS_SMOKE_TEST", raising=False)
+    config = _config("caps", hidden=[1024, 1024])
+    needed = training_run_estimate(config).total
+    assert needed > free_bytes(small_disk)  # about 150 MiB for 64 MiB
+    out = small_disk / "ckpt"
+    assert train_main(["--task", "BallCircle", "--data", str(BUNDLED), "--out", str(out),
+                       "--hidden", "1024", "1024"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: --out {out}: the run needs about {format_bytes(needed)} (1 run x 1 checkpoint x "
+        f"{format_bytes(needed)}), {format_bytes(free_bytes(small_disk))} free")
+    assert list(small_disk.iterdir()) == []
