@@ -24,6 +24,7 @@ from rllib_caps.algorithms.registry import (
     names_where,
     trained_per_threshold,
 )
+from rllib_caps.core.checkpoint_size import training_run_estimate
 from rllib_caps.core.interrupts import interruptible, ray_started
 from rllib_caps.core.keys import EVALUATION_FILE, RESULTS_KEY, TIME_LIMITS
 from rllib_caps.core.results import format_results_table
@@ -38,6 +39,7 @@ from rllib_caps.utils.atomic import (
 )
 from rllib_caps.utils.checks import check_output, number_type, seed_type
 from rllib_caps.utils.console import divert_library_notices
+from rllib_caps.utils.disk import check_free_space
 
 logger = logging.getLogger("rllib_caps.train")
 
@@ -193,6 +195,7 @@ def _checked_input(args: argparse.Namespace) -> tuple[Any, Any]:
                           eval_episodes=args.eval_episodes, eval_runners=args.eval_runners,
                           eval_every=args.eval_every)
     config.validate()
+    check_free_space("--out", args.out, "the run", training_run_estimate(config))
     return spec, config
 
 

@@ -30,6 +30,7 @@ from rllib_caps.envs import SUITES, TaskSpec
 from rllib_caps.report.records import REPORT_DIR, load_trials
 from rllib_caps.sweeps.grid import describe_grid
 from rllib_caps.sweeps.options import PACK_MODES, SweepError, SweepOptions, option_type, resolve_options
+from rllib_caps.sweeps.output_size import check_sweep_space
 from rllib_caps.sweeps.packing import MAX_MEMBERS
 from rllib_caps.sweeps.plan import PlanChangedError, changed_plan_advice, check_plan
 from rllib_caps.sweeps.runner import check_experiment_dir, run_sweep, start_ray
@@ -219,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
         if missing and not options.prepare:
             raise SweepError(missing_datasets_message(options.data_root, missing))
         source = prepare_source(options.prepare) if missing else None
+        if not missing:  # else once --prepare has made them: the estimate builds the trials' configs
+            check_sweep_space(options, tasks)
     except (SweepError, OutputNotWritableError) as err:
         advice = f"\n{changed_plan_advice(err, sys.argv[1:] if argv is None else argv)}" \
             if isinstance(err, PlanChangedError) else ""
@@ -244,6 +247,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(message, flush=True)
             if source is not None:
                 prepare_data(options, missing, source)
+                check_sweep_space(options, tasks)
             if options.search == "optuna":
                 from rllib_caps.sweeps.search import run_search
 

@@ -208,7 +208,9 @@ def test_a_full_disk_is_one_line_and_keeps_the_previous_output(experiment: Path,
 def test_a_full_disk_while_train_saves_keeps_the_previous_checkpoint(ray_session, dataset: Path,
                                                                      small_disk: Path,  # noqa: F811
                                                                      monkeypatch, capsys) -> None:
-    """The training is lost (nothing can be saved), but not the checkpoint an earlier run left at --out."""
+    """The training is lost (nothing can be saved), but not the checkpoint an earlier run left at --out. The disk
+    fills up while the run trains (after the free-space check before it passed), as another writer would fill it."""
+    import rllib_caps.train as train_module
     from rllib_caps.algorithms.caps.policy import CAPSPolicy
 
     monkeypatch.setenv("RLLIB_CAPS_SMOKE_TEST", "1")
@@ -218,8 +220,15 @@ def test_a_full_disk_while_train_saves_keeps_the_previous_checkpoint(ray_session
     assert OUTPUT_MARKER in json.loads((out / "manifest.json").read_text())["sha256"]  # written before the manifest
     before = tree(out)
     capsys.readouterr()
-    filler = fill(small_disk)
-    os.truncate(filler, filler.stat().st_size - 2**16)  # less than a checkpoint needs
+    trained = train_module.train
+
+    def train_then_fill(*args, **kwargs):
+        result = trained(*args, **kwargs)
+        filler = fill(small_disk)
+        os.truncate(filler, filler.stat().st_size - 2**16)  # less than a checkpoint needs
+        return result
+
+    monkeypatch.setattr(train_module, "train", train_then_fill)
     assert train_main([*argv, "--force"]) == 2
     err = capsys.readouterr().err  # after the progress bar of the training
     assert "Traceback" not in err and err.endswith(

@@ -39,6 +39,8 @@ from rllib_caps.sweeps.trials import (
 
 logger = logging.getLogger("rllib_caps.tune")
 
+CHECKPOINTS_KEPT = 2  # of each trial, the newest (Tune's num_to_keep)
+
 
 def setup_dict(options: SweepOptions, resources: TrialResources) -> dict[str, Any]:
     """The part of every trial config that the whole sweep shares."""
@@ -130,7 +132,8 @@ def run_experiment(options: SweepOptions, experiment_dir: Path, param_space: dic
                 name=experiment_dir.name, storage_path=str(experiment_dir.parent),
                 failure_config=tune.FailureConfig(max_failures=options.max_failures),
                 checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=options.checkpoint_every,
-                                                        checkpoint_at_end=True, num_to_keep=2),
+                                                        checkpoint_at_end=True,
+                                                        num_to_keep=CHECKPOINTS_KEPT),
                 callbacks=[trial_logger(), state_backup(experiment_dir), *tracking_callbacks(options)], verbose=1,
             ),
         )
