@@ -170,6 +170,17 @@ def test_file_outputs_are_checked_before_the_checkpoint_loads(tmp_path: Path, ca
     assert sorted(p.name for p in tmp_path.iterdir()) == ["policy.md", "results"]
 
 
+def test_evaluate_refuses_one_file_for_both_outputs_before_the_checkpoint_loads(tmp_path: Path, capsys) -> None:
+    """--out and --calibration naming one file (however spelled) is one line naming both flags, not a lock held by
+    "another run"; nothing is written."""
+    missing = str(tmp_path / "no-checkpoint")
+    same = tmp_path / "eval.json"
+    assert evaluate_main(["--checkpoint", missing, "--out", str(same), "--calibration",
+                          str(tmp_path / "." / "eval.json")]) == 2
+    assert f"--out and --calibration both name {same}" in one_line_error(capsys)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_what_a_killed_writer_left_is_cleaned_by_the_next_writer(experiment: Path, tmp_path: Path) -> None:
     """Only names of the exact temporary pattern of that output go; a previous output that a kill left moved aside
     (``.old`` without the output) is put back first."""
