@@ -116,6 +116,16 @@ def test_force_replaces_only_the_commands_own_output(experiment: Path, dataset: 
     assert not (report / "stale.md").exists() and (report / "report.md").is_file()
 
 
+def test_the_bundled_dataset_is_the_converters_own_output_so_force_reconverts_it(dataset: Path) -> None:
+    """datasets/BallCircle carries the marker dsrl_to_parquet writes, so a ``--force`` re-conversion over it (or
+    ``fetch``/``tune --prepare`` finding it outdated) replaces it; the bundled dataset is what converting its source
+    file writes, byte for byte."""
+    (dataset / "stray.txt").write_text("not the converter's\n")
+    assert convert_main(["--task", "BallCircle", "--h5", str(ROOT / "datasets" / "sources" / "BallCircle.hdf5"),
+                         "--out", str(dataset), "--force"]) == 0
+    assert tree(dataset) == tree(BUNDLED)
+
+
 def test_a_second_writer_of_one_output_is_refused_and_no_lock_file_is_left(experiment: Path, dataset: Path,
                                                                            tmp_path: Path, capsys) -> None:
     out = tmp_path / "report"
