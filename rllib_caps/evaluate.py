@@ -34,7 +34,7 @@ from rllib_caps.data.schema import OBS
 from rllib_caps.data.validation import check_dataset
 from rllib_caps.envs import TaskSpec, get_task
 from rllib_caps.utils.atomic import OutputExistsError, OutputNotWritableError, atomic_files
-from rllib_caps.utils.checks import check_apart, check_output, seed_type
+from rllib_caps.utils.checks import check_apart, check_distinct, check_output, seed_type
 
 logger = logging.getLogger("rllib_caps.evaluate")
 
@@ -121,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.ExitStack() as claimed:
             try:
                 settings = FQESettings(steps=args.fqe_steps, batch_size=args.fqe_batch_size)
+                check_distinct(outputs)
                 for flag, path in outputs.items():
                     check_output(path, flag, {"--checkpoint": args.checkpoint, "--data": args.data}, file=True)
                 policy = load_policy(args.checkpoint, verify=args.verify)

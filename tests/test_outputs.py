@@ -116,6 +116,16 @@ def test_force_replaces_only_the_commands_own_output(experiment: Path, dataset: 
     assert not (report / "stale.md").exists() and (report / "report.md").is_file()
 
 
+def test_the_bundled_dataset_is_the_converters_own_output_so_force_reconverts_it(dataset: Path) -> None:
+    """datasets/BallCircle carries the marker dsrl_to_parquet writes, so a ``--force`` re-conversion over it (or
+    ``fetch``/``tune --prepare`` finding it outdated) replaces it; the bundled dataset is what converting its source
+    file writes, byte for byte."""
+    (dataset / "stray.txt").write_text("not the converter's\n")
+    assert convert_main(["--task", "BallCircle", "--h5", str(ROOT / "datasets" / "sources" / "BallCircle.hdf5"),
+                         "--out", str(dataset), "--force"]) == 0
+    assert tree(dataset) == tree(BUNDLED)
+
+
 def test_a_second_writer_of_one_output_is_refused_and_no_lock_file_is_left(experiment: Path, dataset: Path,
                                                                            tmp_path: Path, capsys) -> None:
     out = tmp_path / "report"
@@ -168,6 +178,17 @@ def test_file_outputs_are_checked_before_the_checkpoint_loads(tmp_path: Path, ca
                         "--force"]) == 2
     assert f"--out {tmp_path / 'policy.md'}: is a directory" in one_line_error(capsys)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["policy.md", "results"]
+
+
+def test_evaluate_refuses_one_file_for_both_outputs_before_the_checkpoint_loads(tmp_path: Path, capsys) -> None:
+    """--out and --calibration naming one file (however spelled) is one line naming both flags, not a lock held by
+    "another run"; nothing is written."""
+    missing = str(tmp_path / "no-checkpoint")
+    same = tmp_path / "eval.json"
+    assert evaluate_main(["--checkpoint", missing, "--out", str(same), "--calibration",
+                          str(tmp_path / "." / "eval.json")]) == 2
+    assert f"--out and --calibration both name {same}" in one_line_error(capsys)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_what_a_killed_writer_left_is_cleaned_by_the_next_writer(experiment: Path, tmp_path: Path) -> None:

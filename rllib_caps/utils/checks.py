@@ -1,6 +1,6 @@
 """Checks of user input before any work, shared by the CLIs' flags and the sweep YAML: numbers of the right type
 and range, seeds (one valid range everywhere), output locations that can be written and outputs apart from the
-inputs.
+inputs and from each other.
 
 Each check raises ``ValueError`` (``OutputNotWritableError`` for a location) whose message says what was expected;
 the caller names the flag, key or file. ``number_type`` turns a check into an argparse ``type``, so argparse names
@@ -98,6 +98,16 @@ def check_apart(out: str | Path, flag: str, inputs: Mapping[str, str | Path | No
             raise OutputNotWritableError(f"{flag} {out}: {relation} the input {input_flag} {path}; write the output "
                                          "somewhere else")
 
+
+def check_distinct(outputs: Mapping[str, str | Path]) -> None:
+    """Refuses two output flags (flag -> path) naming one file, before any work: each output is written whole, so
+    one would replace the other. Raises ``OutputNotWritableError`` naming both flags and the path."""
+    seen: dict[Path, str] = {}
+    for flag, given in outputs.items():
+        path = Path(given).resolve()
+        if path in seen:
+            raise OutputNotWritableError(f"{seen[path]} and {flag} both name {path}; give each output its own file")
+        seen[path] = flag
 
 
 def check_output(path: str | Path, flag: str, inputs: Mapping[str, str | Path | None], *, file: bool = False) -> None:
