@@ -23,7 +23,6 @@ from ray.rllib.utils.spaces.space_utils import unsquash_action
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from rllib_caps.utils.atomic import atomic_directory
 from rllib_caps.utils.manifest import CheckpointError, verify_manifest
 from rllib_caps.utils.paths import resolve_local
 
@@ -49,9 +48,10 @@ def _space(spec: dict[str, Any]) -> gym.spaces.Box:
                           dtype=spec["dtype"])
 
 
-def save_policy(module: RLModule, checkpoint: Path, *, training_data: str | None) -> None:
+def save_policy(module: RLModule, checkpoint: Path, *, training_data: str) -> None:
     """Writes ``checkpoint/policy/``: ``module``'s state as safetensors and its spec as JSON, with the dataset it
-    was trained on (``training_data``, recorded for the policy card)."""
+    was trained on (``training_data``, recorded for the policy card). Written in place, as RLlib writes the rest of
+    the checkpoint: the manifest written after them covers both files, so a save cut short is refused on load."""
     spec = {"format": SPEC_FORMAT, "module_class": class_name(type(module)),
             "observation_space": _box(module.observation_space), "action_space": _box(module.action_space),
             "model_config": dict(module.model_config), "training_data": training_data}
@@ -60,9 +60,10 @@ def save_policy(module: RLModule, checkpoint: Path, *, training_data: str | None
     except TypeError as err:
         raise CheckpointError(f"{type(module).__name__}'s model_config is not JSON ({err})") from err
     tensors = {name: value.detach().to("cpu", copy=True).contiguous() for name, value in module.state_dict().items()}
-    with atomic_directory(checkpoint / POLICY_DIR, force=True, command=f"{__name__}.save_policy") as tmp:
-        save_file(tensors, str(tmp / WEIGHTS_FILE))
-        (tmp / SPEC_FILE).write_text(text + "\n")
+    policy_dir = checkpoint / POLICY_DIR
+    policy_dir.mkdir(exist_ok=True)
+    save_file(tensors, str(policy_dir / WEIGHTS_FILE))
+    (policy_dir / SPEC_FILE).write_text(text + "\n")
 
 
 def checkpoint_root(path: str | Path) -> Path:

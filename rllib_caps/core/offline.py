@@ -129,6 +129,11 @@ class OfflineSafeConfig(ConfigHooks, AlgorithmConfig):
         return self.set_provided(locals())
 
     @property
+    def dataset_path(self) -> str:
+        """The dataset the learners load: ``input_`` (one path, or the first of a list)."""
+        return self.input_ if isinstance(self.input_, str) else self.input_[0]
+
+    @property
     def task(self) -> TaskSpec | None:
         """The registry entry of ``env`` (a DSRL id or short name), or None for a custom env."""
         return get_task(self.env) if isinstance(self.env, str) and is_task_name(self.env) else None
@@ -265,7 +270,7 @@ class InMemoryOfflineData(OfflineData):
 
     def __init__(self, config: AlgorithmConfig) -> None:  # noqa: D107  (no super(): no Ray Data)
         self.config = config
-        self.path = parquet_files(config.input_ if isinstance(config.input_, str) else config.input_[0])
+        self.path = parquet_files(config.dataset_path)
 
 
 class OfflineSafeAlgorithm(Algorithm):
@@ -290,9 +295,7 @@ class OfflineSafeAlgorithm(Algorithm):
         sha256 of every file (``rllib_caps.utils.manifest``)."""
         saved = super().save_to_path(None if path is None else resolve_local(path), **kwargs)
         if "://" not in saved and kwargs.get("filesystem") is None:
-            data = self.config.input_
-            save_policy(self.get_module(), Path(saved),
-                        training_data=None if data is None else str(data if isinstance(data, str) else data[0]))
+            save_policy(self.get_module(), Path(saved), training_data=str(self.config.dataset_path))
             write_manifest(Path(saved))
         return saved
 

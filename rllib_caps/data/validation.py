@@ -92,6 +92,15 @@ def check_dataset(path: str | Path, *, task: str, obs_dim: int, act_dim: int,
         if width != expected:
             raise DatasetError(f"{files[0]}: column {column!r} has width {width}, but task {task} has {expected} "
                                "(is this another task's dataset?)")
+    _check_metadata(data_dir, files, task=task, allow_task_mismatch=allow_task_mismatch, verify=verify)
+    _check_values(data_dir, files)
+    return data_dir
+
+
+def _check_metadata(data_dir: Path, files: list[Path], *, task: str, allow_task_mismatch: bool,
+                    verify: bool) -> None:
+    """The dataset's ``metadata.json``: made for ``task``, its conversion warnings repeated, and (``verify``) its
+    files' checksums; a missing one is refused only with ``verify``."""
     metadata_file = (data_dir.parent if data_dir.is_dir() else data_dir.parent.parent) / METADATA_FILE
     if not verify:
         logger.warning("%s: dataset integrity NOT checked (verify=False, --no-verify)", data_dir)
@@ -100,8 +109,7 @@ def check_dataset(path: str | Path, *, task: str, obs_dim: int, act_dim: int,
             raise DatasetError(f"{data_dir}: no {METADATA_FILE}, so its task and file checksums cannot be checked; "
                                "re-convert it with `python -m data_conversion.dsrl_to_parquet`, or pass --no-verify "
                                "(verify=False) to use it anyway")
-        _check_values(data_dir, files)
-        return data_dir
+        return
     try:
         metadata = json.loads(metadata_file.read_text())
     except (OSError, json.JSONDecodeError) as err:
@@ -114,8 +122,6 @@ def check_dataset(path: str | Path, *, task: str, obs_dim: int, act_dim: int,
         logger.warning("%s: converted with a warning: %s", metadata_file, warning)
     if verify:
         _verify_checksums(data_dir, files, metadata_file, metadata.get("files"))
-    _check_values(data_dir, files)
-    return data_dir
 
 
 def _verify_checksums(data_dir: Path, files: list[Path], metadata_file: Path,

@@ -104,9 +104,9 @@ def plan_changes(recorded: dict[str, Any], planned: dict[str, Any]) -> list[Plan
 class PlanChangedError(SweepError):
     """A command that asks an existing experiment for another grid or other settings than it was planned with."""
 
-    def __init__(self, experiment_dir: Path, recorded: dict[str, Any], planned: dict[str, Any]) -> None:
-        self.experiment_dir, self.recorded, self.planned = experiment_dir, recorded, planned
-        self.changes = changes = plan_changes(recorded, planned)
+    def __init__(self, experiment_dir: Path, recorded: dict[str, Any], planned: dict[str, Any],
+                 changes: list[PlanChange]) -> None:
+        self.experiment_dir, self.recorded, self.planned, self.changes = experiment_dir, recorded, planned, changes
         grid = any(c.key in GRID_AXES for c in changes)
         super().__init__(
             f"{experiment_dir} holds a sweep planned with other values (its {PLAN_FILE}); Tune runs an experiment's "
@@ -144,8 +144,9 @@ def check_plan(options: SweepOptions) -> None:
                        "are not checked against the sweep's", experiment_dir, PLAN_FILE)
         return
     planned = sweep_plan(options)
-    if plan_changes(recorded, planned):
-        raise PlanChangedError(experiment_dir, recorded, planned)
+    changes = plan_changes(recorded, planned)
+    if changes:
+        raise PlanChangedError(experiment_dir, recorded, planned, changes)
 
 
 def record_plan(options: SweepOptions) -> None:
