@@ -65,6 +65,15 @@ class AlgorithmEntry:
     policy_path: str = ""  # "module:ClassName" of its Ray-free deployable policy (core.rollout), if it has one
     ablations: tuple[AblationAxis, ...] = ()  # the report's ablation tables over its trials
     reference_loop: str = ""  # "module:ClassName" of its learner's step in plain PyTorch (``bench``), if it has one
+    extension_path: str = ""  # "module:ClassName" of its core.extension.AlgorithmExtension, if it adds hooks
+
+    @property
+    def extension(self) -> Any:
+        """Its ``AlgorithmExtension``: the hooks it adds to the sweep, evaluation and report (the base's no-ops
+        when it adds none)."""
+        from rllib_caps.core.extension import AlgorithmExtension
+
+        return _resolve(self.extension_path)() if self.extension_path else AlgorithmExtension()
 
     @property
     def display_name(self) -> str:
@@ -146,7 +155,8 @@ ALGORITHMS: dict[str, AlgorithmEntry] = {
                            trial_label=_caps_label, searchable=("awr_beta", "lambdas"), threshold_at_deployment=True,
                            title="CAPS", axes=("heads", "backbone", "actor"),
                            policy_path="rllib_caps.algorithms.caps.policy:CAPSPolicy", ablations=CAPS_ABLATIONS,
-                           reference_loop="rllib_caps.algorithms.caps.plain_loop:PlainLoop"),
+                           reference_loop="rllib_caps.algorithms.caps.plain_loop:PlainLoop",
+                           extension_path="rllib_caps.algorithms.caps.extension:CAPSExtension"),
     # BC-All ignores κ in training: one model per seed, evaluated at every threshold (docs/baselines.md).
     "bc-all": AlgorithmEntry(name="bc-all", config_path="rllib_caps.algorithms.bc.bc:BCConfig",
                              trial_label=fixed_label("BC-All"), searchable=(), threshold_at_deployment=False,

@@ -14,7 +14,6 @@ see them in every result, and ``gradient_steps``, the gradient steps trained so 
 
 from __future__ import annotations
 
-import copy
 import logging
 import math
 from collections.abc import Collection, Mapping, Sequence
@@ -27,14 +26,11 @@ from rllib_caps.algorithms.registry import (
     AXIS_DEFAULTS,
     COST_LIMIT_AXIS,
     SETTING_ALIASES,
-    AlgorithmEntry,
     build_config,
     canonical_settings,
     get_algorithm,
 )
-from rllib_caps.core.critic_variants import FQESettings
 from rllib_caps.core.keys import GRADIENT_STEPS, RESULTS_KEY
-from rllib_caps.core.rollout import episode_seed
 from rllib_caps.data.schema import DATA_DIR
 from rllib_caps.envs import TaskSpec, get_task
 from rllib_caps.report.records import CRITIC_RESULTS, MEMBERS, axis_part, trial_members, trial_params, trial_seed
@@ -158,22 +154,6 @@ def members_summary(results: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     return summary
 
 
-def critic_evaluations(entry: AlgorithmEntry, algorithm: Any, critics: Sequence[str],
-                       fqe_steps: int | None) -> dict[str, dict[str, Any]]:
-    """After training: the trained policy (whose class implements ``CriticVariantsAPI``) evaluated Ray-free with
-    every critic variant on the same episodes (FQE fitted once on the trial's dataset, on CPU), critic -> results."""
-    from rllib_caps.data import TransitionDataset
-
-    config = algorithm.config
-    policy = entry.policy_class(copy.deepcopy(algorithm.get_module()).to("cpu"))
-    settings = FQESettings(steps=fqe_steps or FQESettings.steps, seed=int(config.seed or 0))
-    logger.info("FQE for %s seed %s: %d steps, then evaluating critics %s", config.task.name, config.seed,
-                settings.steps, list(critics))
-    return policy.evaluate_critics(TransitionDataset.from_parquet(config.input_), config.task, config.thresholds,
-                                   config.evaluation_duration, critics, settings, seed=episode_seed(policy),
-                                   progress=False)
-
-
 def _define_trial_class() -> type:
     """``SweepTrial``: the Tune trainable of every algorithm. It builds the trial's algorithm (whose class the
     registry's config names) and delegates to it: ``train()`` per step, ending after the evaluation of the last
@@ -241,7 +221,8 @@ def _define_trial_class() -> type:
             metrics = sweep_metrics(result.get(EVALUATION_RESULTS, {}).get(RESULTS_KEY) if done else None)
             metrics[GRADIENT_STEPS] = iteration * algorithm.config.updates_per_iteration
             if done and self._critics != ["offline"]:
-                metrics[CRITIC_RESULTS] = critic_evaluations(self._entry, algorithm, self._critics, self._fqe_steps)
+                metrics[CRITIC_RESULTS] = self._entry.extension.evaluate_variants(
+                    algorithm, self._critics, {"fqe_steps": self._fqe_steps})
             return {**metrics, **result}
 
         def save_checkpoint(self, checkpoint_dir: str) -> None:
