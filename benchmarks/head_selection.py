@@ -53,7 +53,7 @@ def evaluate_arms(checkpoint: Path, data: Path, task: str, episodes: int) -> dic
     import torch
 
     from rllib_caps.algorithms.caps.policy import CAPSPolicy
-    from rllib_caps.core.calibration import calibrate_cost_critic
+    from rllib_caps.algorithms.caps.calibration import calibrate_cost_critic
     from rllib_caps.core.rollout import episode_seed, evaluate_policy
     from rllib_caps.data import TransitionDataset
     from rllib_caps.envs.tasks import get_task

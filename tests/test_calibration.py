@@ -1,4 +1,4 @@
-"""Calibration of the cost critic on its dataset (``rllib_caps.core.calibration``): the realised discounted
+"""Calibration of the cost critic on its dataset (``rllib_caps.algorithms.caps.calibration``): the realised discounted
 cost-to-go by hand, the bias / centred-error split, CAPS's critic as the switching rule reads it, and
 ``evaluate --calibration``."""
 
@@ -14,7 +14,7 @@ from test_caps_module import OBS, make_module
 
 from rllib_caps.algorithms.caps.policy import CAPSPolicy
 from rllib_caps.algorithms.caps.torch.default_caps_torch_rl_module import DefaultCAPSTorchRLModule
-from rllib_caps.core.calibration import (
+from rllib_caps.algorithms.caps.calibration import (
     CALIBRATIONS,
     calibrate,
     calibrate_cost_critic,

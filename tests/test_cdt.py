@@ -278,8 +278,6 @@ def test_policy_targets_fall_by_the_reward_and_cost_it_is_given(learner) -> None
     policy = CDTPolicy(learner.module["default_policy"])
     with pytest.raises(RuntimeError, match="call reset"):
         policy.act(np.zeros(8))
-    with pytest.raises(ValueError, match="fixed_head"):
-        policy.reset(threshold=10.0, fixed_head=1)
     policy.reset(threshold=20.0)
     policy.act(np.zeros(8))
     policy.act(np.ones(8), 1.0, reward=6.0)

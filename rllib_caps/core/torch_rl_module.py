@@ -4,12 +4,14 @@ and with a ``set_state`` that leaves no parameter unset."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from ray.rllib.core.rl_module.rl_module import RLModule
 from ray.rllib.core.rl_module.torch import TorchRLModule
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.torch_utils import convert_to_torch_tensor
+
+from rllib_caps.core.extension import AlgorithmExtension
 
 
 class OfflineTorchRLModule(TorchRLModule):
@@ -26,6 +28,8 @@ class OfflineTorchRLModule(TorchRLModule):
     full state loaded into an inference-only module, target nets built later) and raises if any of the module's
     own keys is missing.
     """
+
+    extension_class: ClassVar[type[AlgorithmExtension]] = AlgorithmExtension  # its algorithm's evaluation hooks
 
     @override(TorchRLModule)
     def set_state(self, state: Mapping[str, Any]) -> None:

@@ -11,10 +11,10 @@ from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.typing import ModuleID, ParamDict, StateDict
 
+from rllib_caps.algorithms.caps.calibration import CALIBRATION_COLUMNS, calibrate_cost_critic
 from rllib_caps.algorithms.caps.keys import NEXT_PI_NOISE, PI_NOISE
 from rllib_caps.algorithms.caps.losses import caps_iql_losses
 from rllib_caps.algorithms.caps.sacbc_losses import caps_sacbc_losses
-from rllib_caps.core.calibration import CALIBRATION_COLUMNS, calibrate_cost_critic
 from rllib_caps.core.learner import OfflineSafeLearner
 from rllib_caps.core.torch_learner import OfflineSafeTorchLearner
 from rllib_caps.data import TransitionDataset, schema
@@ -74,7 +74,7 @@ class CAPSTorchLearner(OfflineSafeTorchLearner):
 
     def calibrate_cost_critic(self, mode: str) -> float:
         """Sets the module's Q^c shift by ``mode`` from its critic's bias on this learner's dataset
-        (``core.calibration.calibrate_cost_critic``); returns the shift."""
+        (``calibration.calibrate_cost_critic``); returns the shift."""
         columns = {name: self.dataset.tensors[name].cpu().numpy() for name in CALIBRATION_COLUMNS}
         return calibrate_cost_critic(self.module[DEFAULT_MODULE_ID], columns, mode)
 

@@ -15,8 +15,11 @@ from ray.rllib.utils.annotations import override
 from ray.rllib.utils.typing import StateDict
 from torch import nn
 
+from rllib_caps.algorithms.caps.calibration import CostCriticAPI, finite_shift
 from rllib_caps.algorithms.caps.default_caps_rl_module import DefaultCAPSRLModule
+from rllib_caps.algorithms.caps.extension import CAPSExtension
 from rllib_caps.algorithms.caps.keys import (
+    HEAD,
     HEAD_LOG_STD,
     HEAD_MEANS,
     LOG_ALPHA,
@@ -25,6 +28,7 @@ from rllib_caps.algorithms.caps.keys import (
     PI_ACTIONS,
     PI_LOG_PROBS,
     PI_NOISE,
+    PREDICTED_COST,
     QC_NEXT,
     QC_NEXT_TWIN,
     QC_PI,
@@ -47,11 +51,10 @@ from rllib_caps.algorithms.caps.keys import (
     VR_PREDS_NEXT,
 )
 from rllib_caps.algorithms.caps.sacbc_losses import SAC_LOG_STD_MAX, SAC_LOG_STD_MIN, squashed_gaussian_sample
-from rllib_caps.algorithms.caps.switching import select_heads
+from rllib_caps.algorithms.caps.switching import DEFAULT_HEAD_SELECTION, select_heads
 from rllib_caps.core.budget import remaining_budget_threshold
-from rllib_caps.core.calibration import CostCriticAPI, finite_shift
 from rllib_caps.core.cost_threshold_api import CostThresholdAPI
-from rllib_caps.core.keys import COST_SPENT, HEAD, PREDICTED_COST, STEP
+from rllib_caps.core.keys import COST_SPENT, STEP
 from rllib_caps.core.nets import MLPPair, OutputLinear, TwinQ, frozen_call, mlp
 from rllib_caps.core.time_limit import remaining_time
 from rllib_caps.core.torch_rl_module import OfflineTorchRLModule
@@ -112,6 +115,7 @@ class MultiHeadActor(nn.Module):
 
 class DefaultCAPSTorchRLModule(OfflineTorchRLModule, DefaultCAPSRLModule, CostCriticAPI):
     framework: str = "torch"
+    extension_class = CAPSExtension  # evaluation's head usage and Q^c at the first step
 
     @override(TorchRLModule)
     def setup(self) -> None:
@@ -134,9 +138,9 @@ class DefaultCAPSTorchRLModule(OfflineTorchRLModule, DefaultCAPSRLModule, CostCr
         # Checkpoints record the backbone; those from before SAC+BC are IQL.
         self.backbone = cfg.get("backbone", "iql")
         self.clamp_cost_q = bool(cfg.get("clamp_cost_q", False))
-        self.head_selection = cfg.get("head_selection", "q_reward")  # checkpoints from before it: the paper's
+        self.head_selection = cfg.get("head_selection", DEFAULT_HEAD_SELECTION)
         # Subtracted from Q^c where the rule reads it (``set_cost_shift``: the calibration of
-        # ``core.calibration``, set before each evaluation by ``CAPS.evaluate`` or at deployment); saved with the
+        # ``calibration``, set before each evaluation by ``CAPS.evaluate`` or at deployment); saved with the
         # module state, so evaluation runners, checkpoints and exports act with it.
         self.register_buffer("cost_offset", torch.zeros(()))
 
