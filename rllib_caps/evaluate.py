@@ -73,8 +73,8 @@ class EvaluateParser(argparse.ArgumentParser):
     def foreign_flags(self, args: argparse.Namespace, extension: AlgorithmExtension) -> list[str]:
         """The flags given (not at their defaults) that ``extension``'s algorithm does not take."""
         own = {id(action) for action in self.owners.get(type(extension), [])}
-        return [action.option_strings[0] for actions in self.owners.values() for action in actions
-                if id(action) not in own and getattr(args, action.dest) != action.default]
+        return list(dict.fromkeys(action.option_strings[0] for actions in self.owners.values() for action in actions
+                                  if id(action) not in own and getattr(args, action.dest) != action.default))
 
 
 def build_parser() -> EvaluateParser:

@@ -12,8 +12,6 @@ import pytest
 import torch
 from test_caps_module import OBS, make_module
 
-from rllib_caps.algorithms.caps.policy import CAPSPolicy
-from rllib_caps.algorithms.caps.torch.default_caps_torch_rl_module import DefaultCAPSTorchRLModule
 from rllib_caps.algorithms.caps.calibration import (
     CALIBRATIONS,
     calibrate,
@@ -22,6 +20,8 @@ from rllib_caps.algorithms.caps.calibration import (
     dataset_calibration,
     discounted_cost_to_go,
 )
+from rllib_caps.algorithms.caps.policy import CAPSPolicy
+from rllib_caps.algorithms.caps.torch.default_caps_torch_rl_module import DefaultCAPSTorchRLModule
 from rllib_caps.data import TransitionDataset
 
 BUNDLED = Path(__file__).resolve().parents[1] / "datasets" / "BallCircle"

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
+from rllib_caps.algorithms.caps.calibration import dataset_calibration
 from rllib_caps.algorithms.caps.policy import CAPSPolicy
 from rllib_caps.algorithms.registry import build_config
-from rllib_caps.algorithms.caps.calibration import dataset_calibration
 from rllib_caps.core.rollout import evaluate_policy
 from rllib_caps.data import TransitionDataset
 from rllib_caps.envs.tasks import get_task

@@ -13,12 +13,12 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
 from rllib_caps.algorithms.caps.caps import CAPSConfig
+from rllib_caps.algorithms.caps.keys import HEAD
 from rllib_caps.algorithms.caps.policy import CAPSPolicy
 from rllib_caps.algorithms.caps.switching import select_heads
 from rllib_caps.algorithms.caps.torch.default_caps_torch_rl_module import DefaultCAPSTorchRLModule
 from rllib_caps.core.budget import remaining_budget_threshold
 from rllib_caps.core.budget_connector import CostBudget
-from rllib_caps.algorithms.caps.keys import HEAD
 from rllib_caps.core.keys import COST_SPENT, STEP
 
 OBS, ACT = 6, 2

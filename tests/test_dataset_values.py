@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from rllib_caps.algorithms.caps.calibration import finite_shift
 from test_caps_module import OBS, make_module
 
 from data_conversion.dsrl_format import DsrlFormatError, read_dsrl_hdf5, write_dsrl_hdf5
+from rllib_caps.algorithms.caps.calibration import finite_shift
 from rllib_caps.algorithms.caps.export import export_onnx
 from rllib_caps.algorithms.caps.policy import CAPSPolicy
 from rllib_caps.data import DatasetError, TransitionDataset

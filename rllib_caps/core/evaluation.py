@@ -57,7 +57,7 @@ def evaluate_at_thresholds(algorithm: Any, eval_runners: Any) -> tuple[dict, int
     task = config.task
     min_reward, max_reward = (task.min_reward, task.max_reward) if task else (0.0, 1.0)
     summaries, all_outcomes = [], []
-    extension = module_extension(config.get_rl_module_spec().module_class)
+    extension = module_extension(config.get_default_rl_module_spec().module_class)
     bar = tqdm(config.thresholds, desc=f"evaluate {config.env}", unit="κ", disable=None)  # off when not a terminal
     for threshold in bar:
         bar.set_postfix(kappa=f"{threshold:g}", episodes=config.evaluation_duration)

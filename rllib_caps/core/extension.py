@@ -1,11 +1,12 @@
 """What an algorithm adds to the generic sweep, evaluation, evaluate CLI and report: ``AlgorithmExtension``, named by
 its registry entry (``AlgorithmEntry.extension``) and, for evaluation on EnvRunners and Ray-free rollouts, by its
-RLModule class (``OfflineTorchRLModule.extension_class``). The generic layers call these hooks and nothing else of
+RLModule class (``OfflineTorchRLModule.extension_path``). The generic layers call these hooks and nothing else of
 an algorithm's own; each hook's default adds nothing. No Ray import."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,6 +87,11 @@ class AlgorithmExtension:
 
 
 def module_extension(module_class: type) -> AlgorithmExtension:
-    """The extension of the algorithm of an RLModule class: its ``extension_class``
-    (``core.torch_rl_module.OfflineTorchRLModule`` declares the base), or the base for a module without one."""
-    return getattr(module_class, "extension_class", AlgorithmExtension)()
+    """The extension of the algorithm of an RLModule class: the class its ``extension_path`` names ("module:Class",
+    resolved on use, as the registry's: the extension may import the module; ``OfflineTorchRLModule`` declares
+    none), or the base."""
+    path = getattr(module_class, "extension_path", "")
+    if not path:
+        return AlgorithmExtension()
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)()

@@ -11,8 +11,6 @@ from ray.rllib.core.rl_module.torch import TorchRLModule
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.torch_utils import convert_to_torch_tensor
 
-from rllib_caps.core.extension import AlgorithmExtension
-
 
 class OfflineTorchRLModule(TorchRLModule):
     """``TorchRLModule`` whose ``forward_train`` switches to train mode only when the module is not in it.
@@ -29,7 +27,7 @@ class OfflineTorchRLModule(TorchRLModule):
     own keys is missing.
     """
 
-    extension_class: ClassVar[type[AlgorithmExtension]] = AlgorithmExtension  # its algorithm's evaluation hooks
+    extension_path: ClassVar[str] = ""  # "module:Class" of its algorithm's AlgorithmExtension (core.extension)
 
     @override(TorchRLModule)
     def set_state(self, state: Mapping[str, Any]) -> None:

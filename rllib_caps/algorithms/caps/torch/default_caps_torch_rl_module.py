@@ -17,7 +17,6 @@ from torch import nn
 
 from rllib_caps.algorithms.caps.calibration import CostCriticAPI, finite_shift
 from rllib_caps.algorithms.caps.default_caps_rl_module import DefaultCAPSRLModule
-from rllib_caps.algorithms.caps.extension import CAPSExtension
 from rllib_caps.algorithms.caps.keys import (
     HEAD,
     HEAD_LOG_STD,
@@ -115,7 +114,7 @@ class MultiHeadActor(nn.Module):
 
 class DefaultCAPSTorchRLModule(OfflineTorchRLModule, DefaultCAPSRLModule, CostCriticAPI):
     framework: str = "torch"
-    extension_class = CAPSExtension  # evaluation's head usage and Q^c at the first step
+    extension_path = "rllib_caps.algorithms.caps.extension:CAPSExtension"  # head usage, Q^c at the first step
 
     @override(TorchRLModule)
     def setup(self) -> None:
