@@ -149,10 +149,10 @@ def plot_head_usage(rows: Sequence[Row], path: Path) -> None:
         for row in task_rows:
             for kappa, usage in row.head_usage.items():
                 x, bottom = len(labels), 0.0
-                heads = len(usage)
+                num_heads = len(usage)
                 for h, u in enumerate(usage):
-                    label = f"head {h} of {heads}"
-                    ax.bar(x, u, bottom=bottom, color=cmap(h / max(heads - 1, 1)), edgecolor="white",
+                    label = f"head {h} of {num_heads}"
+                    ax.bar(x, u, bottom=bottom, color=cmap(h / max(num_heads - 1, 1)), edgecolor="white",
                            label=None if label in seen else label)
                     seen.add(label)
                     bottom += u
