@@ -18,4 +18,4 @@ LOG_ALPHA = "log_alpha"  # the shared entropy temperature, log α (a scalar para
 PI_NOISE, NEXT_PI_NOISE = "pi_noise", "next_pi_noise"
 # Extra outputs of inference (the module's ``_forward_inference``, ``CAPSPolicy.last_outputs``), per step:
 HEAD = "head"  # which head acted
-PREDICTED_COST = "predicted_cost"  # Q^c(s, a) of the action taken, as the switching rule reads it
+PREDICTED_COST = "predicted_cost"  # Q^c(s, a) of the action taken, as the rule reads it (CAPSPolicy: first step)

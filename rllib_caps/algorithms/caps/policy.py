@@ -48,8 +48,8 @@ from rllib_caps.core.deployment import DeployedPolicy
 
 class CAPSPolicy(DeployedPolicy, CostCriticAPI):
     """The CAPS switching policy on CPU; ``budget`` (a ``BudgetTracker``) keeps c_<t and t per episode. After each
-    ``act``, ``last_heads`` holds the heads that acted and ``last_outputs`` those heads and Q^c(s, a) of the actions
-    taken (what ``CAPSExtension`` turns into head usage and the first step's predicted cost)."""
+    ``act``, ``last_heads`` holds the heads that acted and ``last_outputs`` those heads and, at an episode's first
+    step, Q^c(s, a) of the action taken (what ``CAPSExtension`` turns into head usage and the predicted cost)."""
 
     module_class = DefaultCAPSTorchRLModule
 
@@ -150,6 +150,13 @@ class CAPSPolicy(DeployedPolicy, CostCriticAPI):
         self._acted[:] = True
         self.last_heads = heads.numpy()
         self.last_actions = actions.numpy()
-        predicted = self.module.cost_q(self.module.critic_input(obs_tensor, step), actions)
-        self.last_outputs = {HEAD: self.last_heads, PREDICTED_COST: predicted.numpy()}
+        self.last_outputs = {HEAD: self.last_heads, PREDICTED_COST: self._first_step_cost(obs_tensor, actions, step)}
         return self.env_actions(self.last_actions, single=np.ndim(obs) == 1)
+
+    def _first_step_cost(self, obs: torch.Tensor, actions: torch.Tensor, step: torch.Tensor) -> np.ndarray:
+        """Q^c(s, a) of the actions taken, where an episode takes its first step (evaluation compares it with the
+        cost the episode then incurs); NaN elsewhere, which spares the critic call on every later step."""
+        first = step == 0
+        if not first.any():
+            return np.full(len(step), np.nan)
+        return np.where(first.numpy(), self.module.cost_q(self.module.critic_input(obs, step), actions).numpy(), np.nan)
