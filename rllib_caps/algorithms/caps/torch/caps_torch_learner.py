@@ -15,8 +15,7 @@ from rllib_caps.algorithms.caps.keys import NEXT_PI_NOISE, PI_NOISE
 from rllib_caps.algorithms.caps.losses import caps_iql_losses
 from rllib_caps.algorithms.caps.sacbc_losses import caps_sacbc_losses
 from rllib_caps.core.calibration import CALIBRATION_COLUMNS, calibrate_cost_critic
-from rllib_caps.core.learner import OfflineSafeLearner
-from rllib_caps.core.torch_learner import OfflineSafeTorchLearner
+from rllib_caps.core.learner import OfflineSafeTorchLearner
 from rllib_caps.data import TransitionDataset, schema
 
 BACKBONE_LOSSES = {"iql": caps_iql_losses, "sacbc": caps_sacbc_losses}
@@ -78,7 +77,7 @@ class CAPSTorchLearner(OfflineSafeTorchLearner):
         columns = {name: self.dataset.tensors[name].cpu().numpy() for name in CALIBRATION_COLUMNS}
         return calibrate_cost_critic(self.module[DEFAULT_MODULE_ID], columns, mode)
 
-    @override(OfflineSafeLearner)
+    @override(OfflineSafeTorchLearner)
     def draw_extras(self, batch_size: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
         return caps_noise(self.dataset, batch_size, generator, self.config)
 
