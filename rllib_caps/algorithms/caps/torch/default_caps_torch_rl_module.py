@@ -46,7 +46,7 @@ from rllib_caps.algorithms.caps.keys import (
     VR_PREDS,
     VR_PREDS_NEXT,
 )
-from rllib_caps.algorithms.caps.sacbc_losses import SAC_LOG_STD_MAX, SAC_LOG_STD_MIN, squashed_gaussian_sample
+from rllib_caps.algorithms.caps.sacbc.losses import SAC_LOG_STD_MAX, SAC_LOG_STD_MIN, squashed_gaussian_sample
 from rllib_caps.algorithms.caps.switching import select_heads
 from rllib_caps.core.budget import remaining_budget_threshold
 from rllib_caps.core.calibration import CostCriticAPI, finite_shift
