@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -47,14 +46,13 @@ class CAPSTorchLearner(OfflineSafeTorchLearner):
         columns = {name: self.dataset.tensors[name].cpu().numpy() for name in CALIBRATION_COLUMNS}
         return calibrate_cost_critic(self.module[DEFAULT_MODULE_ID], columns, mode)
 
-    @functools.cached_property
-    def backbone(self) -> Backbone:
-        return self.config.backbone_spec
-
-    @functools.cached_property
-    def loss_settings(self) -> Any:
-        """The backbone's loss settings from the config, made once on the learner's device."""
-        return self.backbone.settings_on(self.config, self.device)
+    @override(OfflineSafeTorchLearner)
+    def build(self) -> None:
+        """The config's backbone first (the optimisers are its groups), then RLlib's build, then the backbone's loss
+        settings made once on the learner's device (plain attributes: a compiled step reads them)."""
+        self.backbone: Backbone = self.config.backbone_spec
+        super().build()
+        self.loss_settings = self.backbone.settings_on(self.config, self.device)
 
     @override(OfflineSafeTorchLearner)
     def draw_extras(self, batch_size: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
