@@ -91,7 +91,7 @@ CAPS_BACKBONES = ("iql", "sacbc")
 
 def test_the_caps_backbones_stand_alone() -> None:
     """No CAPS backbone package (``caps/iql``, ``caps/sacbc``) imports another: what both need is in CAPS's shared
-    modules (``shared_losses``, ``backbone``), and only the config (``CAPSConfig.backbone_spec``) names them all."""
+    modules (``shared_losses``, ``backbone``), and only ``backbones.py`` names them all."""
     graph = import_graph()
     assert {f"{CAPS}.shared_losses", f"{CAPS}.keys"} <= graph[f"{CAPS}.sacbc.losses"]  # the parser sees them
     wrong = [f"{module} imports {dep}" for module, deps in graph.items() for dep in deps
@@ -100,4 +100,4 @@ def test_the_caps_backbones_stand_alone() -> None:
     assert not wrong, "\n".join(wrong)
     namers = {module for module, deps in graph.items()
               if {f"{CAPS}.{name}.backbone" for name in CAPS_BACKBONES} <= deps}
-    assert namers == {f"{CAPS}.caps"}
+    assert namers == {f"{CAPS}.backbones"}

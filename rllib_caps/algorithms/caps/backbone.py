@@ -1,6 +1,7 @@
-"""What the CAPS learner asks of a backbone, the offline RL algorithm that trains the heads and critics: its loss
-terms, its optimiser groups, its extra minibatch draws, and the settings its losses take. Each backbone package
-(``iql/``, ``sacbc/``) defines one ``Backbone``; ``CAPSConfig.backbone_spec`` picks it from the config."""
+"""What CAPS asks of a backbone, the offline RL algorithm that trains the heads and critics: the learner its loss
+terms, its optimiser groups, its extra minibatch draws and the settings its losses take; the module its own nets
+and its part of the training forward pass. Each backbone package (``iql/``, ``sacbc/``) defines one ``Backbone``;
+``backbones.BACKBONES`` names them."""
 
 from __future__ import annotations
 
@@ -17,6 +18,11 @@ LossTerms = Callable[[dict[str, torch.Tensor], dict[str, torch.Tensor], Any], di
 OptimizerGroups = Callable[[torch.nn.Module, Any], dict[str, tuple[list[torch.nn.Parameter], float]]]
 # (dataset, batch size, generator, config) -> the step's random draws besides its rows, from that generator.
 DrawExtras = Callable[[Any, int, torch.Generator, Any], dict[str, torch.Tensor]]
+# (module, model config, critic input size, hidden sizes, fused critics) -> None: adds the backbone's own nets.
+AddTrainingNets = Callable[[torch.nn.Module, dict[str, Any], int, list[int], bool], None]
+# (module, batch, critic input at s, at s', t, t + 1) -> the forward outputs its losses need besides the critics at
+# (s, a).
+ForwardTrain = Callable[[torch.nn.Module, dict[str, Any], torch.Tensor, torch.Tensor, Any, Any], dict[str, Any]]
 
 
 def no_extras(dataset: Any, batch_size: int, generator: torch.Generator, config: Any) -> dict[str, torch.Tensor]:
@@ -31,19 +37,24 @@ class Backbone:
     ``loss_terms`` and ``loss_settings`` (config -> the settings ``loss_terms`` takes, vector settings as
     sequences); ``member_settings`` names, per config setting in which a population's members may differ
     (``CAPSConfig.member_hyperparameters``), the loss setting it fills; ``defaults`` are the backbone's values of
-    the config's backbone-dependent settings left None (learning rates, ``clamp_cost_q``); ``advantage_weighted``:
-    its heads are trained by advantage-weighted regression (β, the weight clip and code mode's ``beta_cost``
-    apply); ``code_anneals_actor_lr``: with implementation "code" the authors' code anneals the actor's lr.
+    the config's backbone-dependent settings left None (learning rates, ``clamp_cost_q``); ``add_training_nets``
+    and ``forward_train``: the module's own nets and its part of the training forward pass, beside the heads and
+    twin critics every backbone has; ``state_dependent_std``: the heads' std is an output of the actor (else a
+    learned or fixed parameter); ``advantage_weighted``: its heads are trained by advantage-weighted regression
+    (β, the weight clip and code mode's ``beta_cost`` apply); ``code_anneals_actor_lr``: with implementation
+    "code" the authors' code anneals the actor's lr.
     """
 
     name: str
-    title: str  # its name in tables and the policy card
     loss_terms: LossTerms
     loss_settings: Callable[[Any], Any]
     optimizer_groups: OptimizerGroups
     defaults: Mapping[str, Any]
     member_settings: Mapping[str, str]
+    add_training_nets: AddTrainingNets
+    forward_train: ForwardTrain
     draw_extras: DrawExtras = no_extras
+    state_dependent_std: bool = False
     advantage_weighted: bool = False
     code_anneals_actor_lr: bool = False
 

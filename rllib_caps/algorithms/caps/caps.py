@@ -21,8 +21,7 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.utils.annotations import override
 
 from rllib_caps.algorithms.caps.backbone import Backbone
-from rllib_caps.algorithms.caps.iql.backbone import IQL
-from rllib_caps.algorithms.caps.sacbc.backbone import SACBC
+from rllib_caps.algorithms.caps.backbones import BACKBONES
 from rllib_caps.algorithms.caps.shared_losses import default_lambdas
 from rllib_caps.algorithms.caps.switching import HEAD_SELECTIONS
 from rllib_caps.core.calibration import CALIBRATIONS
@@ -31,9 +30,6 @@ from rllib_caps.core.offline import OfflineSafeAlgorithm, OfflineSafeConfig
 logger = logging.getLogger(__name__)
 
 IMPLEMENTATIONS = ("paper", "code")
-# The offline RL algorithms under the heads (``backbone.Backbone``: losses, optimisers, draws, and their defaults:
-# the learning rates of the paper's hyperparameter table, whether the act-time Q^c is clamped at ≥ 0).
-BACKBONES: dict[str, Backbone] = {backbone.name: backbone for backbone in (IQL, SACBC)}
 
 
 class CAPSConfig(OfflineSafeConfig):
@@ -162,7 +158,7 @@ class CAPSConfig(OfflineSafeConfig):
 
     @property
     def backbone_spec(self) -> Backbone:
-        """The backbone the config names: the one place that picks it."""
+        """The backbone the config names (``backbones.BACKBONES``)."""
         return BACKBONES[self.backbone]
 
     def _backbone_default(self, name: str) -> Any:

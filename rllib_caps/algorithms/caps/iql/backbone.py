@@ -1,4 +1,4 @@
-"""CAPS's IQL backbone: value nets besides the twin critics, no extra draws, the AWR heads' settings."""
+"""CAPS's IQL backbone: value nets besides the twin critics, no extra draws, advantage-weighted heads."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 import torch
 
 from rllib_caps.algorithms.caps.backbone import Backbone
+from rllib_caps.algorithms.caps.iql.forward import add_value_nets, iql_forward_train
 from rllib_caps.algorithms.caps.iql.losses import IQLLossSettings, caps_iql_losses
 
 
@@ -28,7 +29,8 @@ def iql_loss_settings(config: Any) -> IQLLossSettings:
 
 
 IQL = Backbone(
-    name="iql", title="IQL", loss_terms=caps_iql_losses, loss_settings=iql_loss_settings,
+    name="iql", loss_terms=caps_iql_losses, loss_settings=iql_loss_settings,
     optimizer_groups=iql_optimizer_groups, defaults={"actor_lr": 3e-4, "critic_lr": 3e-4, "clamp_cost_q": False},
-    member_settings={"awr_beta": "beta", "lambdas": "lambdas"}, advantage_weighted=True, code_anneals_actor_lr=True,
+    member_settings={"awr_beta": "beta", "lambdas": "lambdas"}, add_training_nets=add_value_nets,
+    forward_train=iql_forward_train, advantage_weighted=True, code_anneals_actor_lr=True,
 )

@@ -9,6 +9,7 @@ import torch
 
 from rllib_caps.algorithms.caps.backbone import Backbone
 from rllib_caps.algorithms.caps.keys import NEXT_PI_NOISE, PI_NOISE
+from rllib_caps.algorithms.caps.sacbc.forward import add_temperature, sacbc_forward_train
 from rllib_caps.algorithms.caps.sacbc.losses import SACBCLossSettings, caps_sacbc_losses
 from rllib_caps.data import TransitionDataset, schema
 
@@ -40,7 +41,8 @@ def sacbc_loss_settings(config: Any) -> SACBCLossSettings:
 
 
 SACBC = Backbone(
-    name="sacbc", title="SAC+BC", loss_terms=caps_sacbc_losses, loss_settings=sacbc_loss_settings,
+    name="sacbc", loss_terms=caps_sacbc_losses, loss_settings=sacbc_loss_settings,
     optimizer_groups=sacbc_optimizer_groups, defaults={"actor_lr": 1e-4, "critic_lr": 1e-3, "clamp_cost_q": True},
-    member_settings={"lambdas": "lambdas"}, draw_extras=sacbc_noise,
+    member_settings={"lambdas": "lambdas"}, add_training_nets=add_temperature, forward_train=sacbc_forward_train,
+    draw_extras=sacbc_noise, state_dependent_std=True,
 )
