@@ -178,6 +178,11 @@ class CAPSConfig(OfflineSafeConfig):
         return bool(self._backbone_default("clamp_cost_q"))
 
     @property
+    def cost_maximize(self) -> bool:
+        """The cost critics hold −c, maximised (the authors' code, "code"), instead of +c (the paper)."""
+        return self.implementation == "code"
+
+    @property
     def anneal_actor_lr(self) -> bool:
         """The authors' IQL code anneals the actor lr with a cosine (``CAPSTorchLearner``)."""
         return self.implementation == "code" and self.backbone_spec.code_anneals_actor_lr
@@ -233,7 +238,7 @@ class CAPSConfig(OfflineSafeConfig):
     def model_config_settings(self) -> dict[str, Any]:
         return super().model_config_settings() | {
             "num_heads": self.num_heads, "shared_actor": self.shared_actor,
-            "learn_std": self.implementation == "paper", "cost_maximize": self.implementation == "code",
+            "learn_std": self.implementation == "paper", "cost_maximize": self.cost_maximize,
             "backbone": self.backbone, "actor_time": bool(self.actor_time), "cost_gamma": self.resolved_cost_gamma,
             "clamp_cost_q": self.resolved_clamp_cost_q, "head_selection": self.head_selection,
             "initial_alpha": self.initial_alpha,

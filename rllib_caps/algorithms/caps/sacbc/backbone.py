@@ -35,7 +35,7 @@ def sacbc_loss_settings(config: Any) -> SACBCLossSettings:
     """The CAPS config's settings of the SAC+BC losses."""
     return SACBCLossSettings(
         gamma=config.gamma, reward_scale=config.reward_scale, lambdas=tuple(config.resolved_lambdas),
-        cost_maximize=config.implementation == "code", time_limit=config.resolved_time_limit,
+        cost_maximize=config.cost_maximize, time_limit=config.resolved_time_limit,
         q_weight=config.q_weight, cost_gamma=config.resolved_cost_gamma,
     )
 
