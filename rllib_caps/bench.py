@@ -63,7 +63,7 @@ def local_learner(config: Any) -> Any:
 
 
 def rllib_learner_step(config: Any) -> Callable[[int], None]:
-    """``n`` gradient steps through ``OfflineSafeLearner.update_from_dataset`` (a local learner, no Ray actors)."""
+    """``n`` gradient steps through ``OfflineSafeTorchLearner.update_from_dataset`` (a local learner, no Ray actors)."""
     learner = local_learner(config)
     return lambda n: learner.update_from_dataset(num_updates=n)
 

@@ -85,6 +85,24 @@ def test_a_cycle_is_detected() -> None:
         graphlib.TopologicalSorter({"a": {"b"}, "b": {"c"}, "c": {"a"}}).prepare()
 
 
+CAPS = "rllib_caps.algorithms.caps"
+CAPS_BACKBONES = ("iql", "sacbc")
+
+
+def test_the_caps_backbones_stand_alone() -> None:
+    """No CAPS backbone package (``caps/iql``, ``caps/sacbc``) imports another: what both need is in CAPS's shared
+    modules (``shared_losses``, ``backbone``), and only ``backbones.py`` names them all."""
+    graph = import_graph()
+    assert {f"{CAPS}.shared_losses", f"{CAPS}.keys"} <= graph[f"{CAPS}.sacbc.losses"]  # the parser sees them
+    wrong = [f"{module} imports {dep}" for module, deps in graph.items() for dep in deps
+             for own in CAPS_BACKBONES for other in CAPS_BACKBONES
+             if own != other and module.startswith(f"{CAPS}.{own}.") and dep.startswith(f"{CAPS}.{other}.")]
+    assert not wrong, "\n".join(wrong)
+    namers = {module for module, deps in graph.items()
+              if {f"{CAPS}.{name}.backbone" for name in CAPS_BACKBONES} <= deps}
+    assert namers == {f"{CAPS}.backbones"}
+
+
 def _edges_between(source: str, target: str) -> list[str]:
     return [f"{module} imports {dep}" for module, deps in import_graph().items() if layer(module)[0] == source
             for dep in deps if layer(dep)[0] == target]

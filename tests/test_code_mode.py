@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from rllib_caps.algorithms.caps.caps import CAPSConfig
-from rllib_caps.algorithms.caps.losses import CAPSLossSettings, actor_loss, head_weights
+from rllib_caps.algorithms.caps.iql.losses import IQLLossSettings, awr_actor_loss, awr_head_weights
 from rllib_caps.algorithms.caps.torch.caps_torch_learner import ACTOR_LR_COSINE_STEPS
 from rllib_caps.algorithms.registry import build_config
 from rllib_caps.bench import local_learner
@@ -38,20 +38,20 @@ def test_code_mode_treats_time_outs_as_terminal_and_refuses_a_conflicting_time_l
 
 def test_code_mode_averages_the_actor_loss_over_heads() -> None:
     log_probs, weights = torch.tensor([[-1.0, -2.0, -3.0]]), torch.tensor([[1.0, 2.0, 3.0]])
-    assert actor_loss(log_probs, weights).item() == pytest.approx(14.0)  # paper: Σ_k
-    assert actor_loss(log_probs, weights, mean_over_heads=True).item() == pytest.approx(14.0 / 3)  # code: mean_k
+    assert awr_actor_loss(log_probs, weights).item() == pytest.approx(14.0)  # paper: Σ_k
+    assert awr_actor_loss(log_probs, weights, mean_over_heads=True).item() == pytest.approx(14.0 / 3)  # code: mean_k
     shared = dict(gamma=0.99, reward_scale=0.1, expectile_reward=0.7, expectile_cost=0.7, beta=3.0, max_weight=100.0,
                   lambdas=(), time_limit="terminal", cost_gamma=0.99)
-    assert CAPSLossSettings(**shared, implementation="code").mean_over_heads
-    assert not CAPSLossSettings(**shared, implementation="paper").mean_over_heads
+    assert IQLLossSettings(**shared, implementation="code").mean_over_heads
+    assert not IQLLossSettings(**shared, implementation="paper").mean_over_heads
 
 
 def test_code_mode_has_a_separate_beta_for_the_cost_advantage() -> None:
     a_r, a_c = torch.tensor([0.5]), torch.tensor([0.25])
-    w = head_weights(a_r, a_c, beta=2.0, beta_cost=4.0, lambdas=[0.5], mode="code")
+    w = awr_head_weights(a_r, a_c, beta=2.0, beta_cost=4.0, lambdas=[0.5], mode="code")
     want = [math.exp(1.0), math.exp(1.0) + 0.5 * math.exp(1.0), math.exp(1.0)]  # β a_r = 1 and β_c a_c = 1
     torch.testing.assert_close(w[0], torch.tensor(want))
-    same = head_weights(a_r, a_c, beta=2.0, lambdas=[], mode="code")
+    same = awr_head_weights(a_r, a_c, beta=2.0, lambdas=[], mode="code")
     torch.testing.assert_close(same[0], torch.tensor([math.exp(1.0), math.exp(0.5)]))  # default β_c = β
     assert config(implementation="code", beta_cost=4.0).loss_settings().beta_cost == 4.0
     with pytest.raises(ValueError, match="beta_cost is only used by implementation 'code'"):

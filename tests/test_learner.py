@@ -14,9 +14,10 @@ import torch
 from rllib_caps.algorithms.caps.plain_loop import PlainLoop
 from rllib_caps.algorithms.registry import build_config
 from rllib_caps.bench import local_learner
+from rllib_caps.core.captured_step import all_finite
 from rllib_caps.core.learner import STEPS_PER_CALL
+from rllib_caps.core.losses import total_loss
 from rllib_caps.core.optim import adam
-from rllib_caps.core.torch_learner import all_finite, total_loss
 from rllib_caps.data import TransitionDataset
 
 BUNDLED = Path(__file__).resolve().parents[1] / "datasets" / "BallCircle"

@@ -12,15 +12,14 @@ import torch
 from torch import nn
 
 from rllib_caps.algorithms.caps import keys as m
-from rllib_caps.algorithms.caps.losses import (
-    CAPSLossSettings,
-    actor_loss,
+from rllib_caps.algorithms.caps.iql.losses import (
+    IQLLossSettings,
+    awr_actor_loss,
+    awr_head_weights,
     caps_iql_losses,
-    default_lambdas,
     gaussian_log_prob,
-    head_coefficients,
-    head_weights,
 )
+from rllib_caps.algorithms.caps.shared_losses import default_lambdas, head_coefficients
 from rllib_caps.core.losses import critic_pair_losses, expectile_loss, polyak_update
 from rllib_caps.data import schema
 
@@ -143,7 +142,7 @@ def test_critic_pair_gradients_stop_at_targets() -> None:
 
 def test_head_weights_paper_by_hand() -> None:
     a_r, a_c = t(0.1, 1.0, 2.5), t(0.2, -0.5, 1.0)  # a_c is the goodness advantage A^{−c}
-    w = head_weights(a_r, a_c, beta=2.0, lambdas=[2 / 3, 4 / 3], max_weight=100.0, mode="paper")
+    w = awr_head_weights(a_r, a_c, beta=2.0, lambdas=[2 / 3, 4 / 3], max_weight=100.0, mode="paper")
     e = math.exp
     want = [
         [e(0.2), e(2 * (0.1 + 2 / 3 * 0.2)), e(2 * (0.1 + 4 / 3 * 0.2)), e(0.4)],
@@ -155,7 +154,7 @@ def test_head_weights_paper_by_hand() -> None:
 
 def test_head_weights_code_by_hand() -> None:
     a_r, a_c = t(0.1, 1.0, 2.5), t(0.2, -0.5, 3.0)
-    w = head_weights(a_r, a_c, beta=2.0, lambdas=[2 / 3, 4 / 3], max_weight=100.0, mode="code")
+    w = awr_head_weights(a_r, a_c, beta=2.0, lambdas=[2 / 3, 4 / 3], max_weight=100.0, mode="code")
     e = math.exp
     w_r = [e(0.2), e(2.0), 100.0]  # exp(5) clipped
     w_c = [e(0.4), e(-1.0), 100.0]  # exp(6) clipped
@@ -169,13 +168,13 @@ def test_head_weights_modes_agree_on_extreme_heads() -> None:
     rng = np.random.default_rng(0)
     a_r, a_c = torch.from_numpy(rng.normal(size=50) * 2), torch.from_numpy(rng.normal(size=50) * 2)
     kw = dict(beta=3.0, lambdas=default_lambdas(8), max_weight=100.0)
-    paper, code = head_weights(a_r, a_c, mode="paper", **kw), head_weights(a_r, a_c, mode="code", **kw)
+    paper, code = awr_head_weights(a_r, a_c, mode="paper", **kw), awr_head_weights(a_r, a_c, mode="code", **kw)
     assert paper.shape == code.shape == (50, 8)
     torch.testing.assert_close(paper[:, 0], code[:, 0])
     torch.testing.assert_close(paper[:, -1], code[:, -1])
     assert paper.max().item() <= 100.0
     with pytest.raises(ValueError):
-        head_weights(a_r, a_c, mode="other", **kw)
+        awr_head_weights(a_r, a_c, mode="other", **kw)
 
 
 # --------------------------------------------------------------------------------------------- actor pieces
@@ -205,7 +204,7 @@ def test_gaussian_log_prob_with_std_by_hand() -> None:
 def test_actor_loss_by_hand() -> None:
     log_probs = t(-1.0, -2.0, -3.0, -4.0).reshape(2, 2).requires_grad_(True)
     weights = t(1.0, 2.0, 3.0, 0.5).reshape(2, 2).requires_grad_(True)
-    loss = actor_loss(log_probs, weights)
+    loss = awr_actor_loss(log_probs, weights)
     # −Σ_k mean_b w·logπ = −(mean(−1, −9) + mean(−4, −2)) = 8.
     assert loss.item() == pytest.approx(8.0)
     loss.backward()
@@ -237,8 +236,8 @@ def test_polyak_update() -> None:
 
 
 def test_code_mode_maximises_negated_cost() -> None:
-    assert not CAPSLossSettings(**SETTINGS, implementation="paper").cost_maximize
-    assert CAPSLossSettings(**SETTINGS, implementation="code").cost_maximize
+    assert not IQLLossSettings(**SETTINGS, implementation="paper").cost_maximize
+    assert IQLLossSettings(**SETTINGS, implementation="code").cost_maximize
 
 
 def _tiny_batch() -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
@@ -271,7 +270,7 @@ SETTINGS = dict(gamma=0.5, reward_scale=0.1, expectile_reward=0.7, expectile_cos
 
 def test_caps_iql_losses_paper_by_hand() -> None:
     fwd_out, batch = _tiny_batch()
-    losses = caps_iql_losses(fwd_out, batch, CAPSLossSettings(**SETTINGS, implementation="paper"))
+    losses = caps_iql_losses(fwd_out, batch, IQLLossSettings(**SETTINGS, implementation="paper"))
     assert set(losses) == {"actor_loss", "qr_loss", "vr_loss", "qc_loss", "vc_loss"}
     # Reward: r = 0.1 · [10, 20] = [1, 2]; y = [1 + 0.5 · 4, 2] = [3, 2];
     # q − y = [−2, 1] and [−1, 0] → ½ (2.5 + 0.5) = 1.5. min target = [1, 2.5], u = [0, 0.5] → 0.7 · 0.25 / 2.
@@ -291,7 +290,7 @@ def test_caps_iql_losses_paper_by_hand() -> None:
 
 def test_caps_iql_losses_code_by_hand() -> None:
     fwd_out, batch = _tiny_batch()
-    losses = caps_iql_losses(fwd_out, batch, CAPSLossSettings(**SETTINGS, implementation="code"))
+    losses = caps_iql_losses(fwd_out, batch, IQLLossSettings(**SETTINGS, implementation="code"))
     want = {"qr_loss": 1.5, "vr_loss": 0.0875}  # the reward pair does not depend on the implementation
     # Cost (−c, maximised): y = [−1 + 0.5 · 2, 0] = [0, 0]; q − y = [2, 0] and [1, 1] → ½ (2 + 1) = 1.5.
     # min target = [1, 0.5] = V → v_loss 0 and A^{−c} = [0, 0].
@@ -310,7 +309,7 @@ def test_cost_critics_regress_on_signed_cost(implementation: str, cost_sign: flo
     """The cost TD target is ±c + γ (1 − d) V^c(s'): the q loss vanishes exactly at the target of its own
     convention ("paper": +c, "code": −c) and not at the other one."""
     fwd_out, batch = _tiny_batch()
-    settings = CAPSLossSettings(**SETTINGS, implementation=implementation)
+    settings = IQLLossSettings(**SETTINGS, implementation=implementation)
     not_done = 1.0 - batch[schema.TERMINATEDS].double()
 
     def qc_loss_at(sign: float) -> float:
@@ -323,7 +322,7 @@ def test_cost_critics_regress_on_signed_cost(implementation: str, cost_sign: flo
 
 def test_caps_iql_losses_ignore_truncation() -> None:
     fwd_out, batch = _tiny_batch()
-    settings = CAPSLossSettings(**SETTINGS, implementation="paper")
+    settings = IQLLossSettings(**SETTINGS, implementation="paper")
     plain = caps_iql_losses(fwd_out, batch, settings)
     truncated = caps_iql_losses(fwd_out, dict(batch, truncateds=torch.tensor([True, True])), settings)
     for key in plain:
@@ -388,7 +387,7 @@ def test_loss_terms_touch_disjoint_parameters(implementation: str) -> None:
         schema.REWARDS: torch.randn(b), schema.COSTS: torch.randint(0, 2, (b,)).float(),
         schema.TERMINATEDS: torch.tensor([False, True, False, False, True, False]),
     }
-    settings = CAPSLossSettings(**{**SETTINGS, "lambdas": tuple(default_lambdas(4))}, implementation=implementation)
+    settings = IQLLossSettings(**{**SETTINGS, "lambdas": tuple(default_lambdas(4))}, implementation=implementation)
     losses = caps_iql_losses(nets(batch), batch, settings)
     groups = nets.groups()
     everything = [p for ps in groups.values() for p in ps]

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from rllib_caps.algorithms.caps.iql.losses import caps_iql_losses
 from rllib_caps.algorithms.caps.keys import QC_PREDS, QR_TWIN_PREDS, VC_PREDS, VR_PREDS_NEXT
-from rllib_caps.algorithms.caps.losses import caps_iql_losses
 from rllib_caps.algorithms.registry import build_config
 from rllib_caps.core.nets import EnsembleLinear, MLPPair, OutputLinear, TwinQ
 from rllib_caps.data import TransitionDataset

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from rllib_caps.algorithms.caps.sacbc_losses import (
+from rllib_caps.algorithms.caps.sacbc.backbone import sacbc_optimizer_groups
+from rllib_caps.algorithms.caps.sacbc.losses import (
     caps_sacbc_losses,
     head_q_values,
     per_head_backup_loss,
@@ -18,7 +19,6 @@ from rllib_caps.algorithms.caps.sacbc_losses import (
     squashed_log_prob,
     temperature_loss,
 )
-from rllib_caps.algorithms.caps.torch.caps_torch_learner import optimizer_groups
 from rllib_caps.algorithms.registry import build_config
 from rllib_caps.data import TransitionDataset
 from rllib_caps.sweeps.trials import trial_config
@@ -128,7 +128,7 @@ def test_loss_terms_touch_disjoint_parameters(implementation: str) -> None:
     torch.manual_seed(0)
     config, module, batch = _module_and_batch(implementation)
     losses = caps_sacbc_losses(module.forward_train(batch), batch, config.loss_settings())
-    groups = {f"{name}_loss": params for name, (params, _) in optimizer_groups(module, config).items()}
+    groups = {f"{name}_loss": params for name, (params, _) in sacbc_optimizer_groups(module, config).items()}
     assert set(losses) == set(groups) == {"actor_loss", "alpha_loss", "qr_loss", "qc_loss"}
     everything = [p for ps in groups.values() for p in ps]
     for name, loss in losses.items():

@@ -10,8 +10,8 @@ from test_caps_module import OBS, make_module
 from test_losses import SETTINGS, _tiny_batch
 
 from rllib_caps.algorithms.caps.caps import CAPSConfig
+from rllib_caps.algorithms.caps.iql.losses import IQLLossSettings, caps_iql_losses
 from rllib_caps.algorithms.caps.keys import HEAD_MEANS, PI_ACTIONS
-from rllib_caps.algorithms.caps.losses import CAPSLossSettings, caps_iql_losses
 from rllib_caps.algorithms.caps.switching import select_heads
 from rllib_caps.core.budget import remaining_budget_threshold
 from rllib_caps.core.keys import COST_SPENT, STEP
@@ -40,7 +40,7 @@ def test_truncated_transition_bootstraps_only_in_bootstrap_mode(time_limit: str)
     """Row 0 is a time-out: its Q^r target is r + γ V^r(s') only with "bootstrap", else r alone."""
     fwd_out, batch = _tiny_batch()
     batch[schema.TRUNCATEDS] = torch.tensor([True, False])
-    settings = CAPSLossSettings(**{**SETTINGS, "time_limit": time_limit}, implementation="paper")
+    settings = IQLLossSettings(**{**SETTINGS, "time_limit": time_limit}, implementation="paper")
     losses = caps_iql_losses(fwd_out, batch, settings)
     scale, gamma = SETTINGS["reward_scale"], SETTINGS["gamma"]
     target0 = scale * 10.0 + (gamma * 4.0 if time_limit == "bootstrap" else 0.0)  # V^r(s'_0) = 4
@@ -122,7 +122,7 @@ def test_cost_gamma_discounts_the_cost_critics_only(cost_gamma: float) -> None:
     """Q^c's target is c + γ_c V^c(s'), Q^r's keeps γ; row 1 is terminal (target c), row 0 bootstraps."""
     fwd_out, batch = _tiny_batch()
     batch[schema.TRUNCATEDS] = torch.tensor([False, False])
-    settings = CAPSLossSettings(**{**SETTINGS, "time_limit": "terminal", "cost_gamma": cost_gamma},
+    settings = IQLLossSettings(**{**SETTINGS, "time_limit": "terminal", "cost_gamma": cost_gamma},
                                 implementation="paper")
     losses = caps_iql_losses(fwd_out, batch, settings)
     target0, target1 = 1.0 + cost_gamma * 2.0, 0.0  # c = (1, 0), V^c(s') = (2, 6)
@@ -130,7 +130,7 @@ def test_cost_gamma_discounts_the_cost_critics_only(cost_gamma: float) -> None:
     expected = 0.5 * (((qc1[0] - target0) ** 2 + (qc1[1] - target1) ** 2) / 2
                       + ((qc2[0] - target0) ** 2 + (qc2[1] - target1) ** 2) / 2)
     assert losses["qc_loss"].item() == pytest.approx(expected, rel=1e-6)
-    reference = caps_iql_losses(fwd_out, batch, CAPSLossSettings(**{**SETTINGS, "time_limit": "terminal"},
+    reference = caps_iql_losses(fwd_out, batch, IQLLossSettings(**{**SETTINGS, "time_limit": "terminal"},
                                                                  implementation="paper"))
     assert losses["qr_loss"].item() == reference["qr_loss"].item()
 

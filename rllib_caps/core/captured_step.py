@@ -8,6 +8,8 @@ steps. ``step`` must be capturable: no host-device sync, no data-dependent shape
 from step to step; the tensors it allocates live in the graph's private memory pool and are overwritten by every
 replay (read them after the replay, before the next one). Random numbers come from the registered generators:
 each replay advances them exactly as an eager step would, so a captured run draws the same numbers as an eager one.
+Beside it, the finiteness checks of gradients: on the host for an eager step (``all_finite``), on the device for a
+captured one (``NonFiniteSkip``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,18 @@ from typing import Any
 import torch
 
 from rllib_caps.core.ray_internals import non_finite_check_and_unscale_
+
+
+def all_finite(tensors: list[torch.Tensor]) -> bool:
+    """Whether every entry of ``tensors`` (on one device) is finite: one multi-tensor kernel and one device sync,
+    the eager step's check (a captured step skips on the device instead: ``NonFiniteSkip``).
+
+    It is the check ``torch.amp.GradScaler`` runs before each optimiser step, with an unscale factor of 1, so the
+    tensors keep their values bit for bit; on CPU it is several times faster than a norm per tensor.
+    """
+    found = torch.zeros(1, device=tensors[0].device)
+    non_finite_check_and_unscale_(tensors, found, torch.ones(1, device=found.device))
+    return not bool(found)
 
 
 class NonFiniteSkip:

@@ -8,6 +8,7 @@ authors' code, which trains on −c) or minimises (cost in the paper's equations
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
@@ -91,3 +92,11 @@ def ensemble_mse(predictions: torch.Tensor, target: torch.Tensor) -> torch.Tenso
     losses). ``predictions`` has shape ``(..., B)``, ``target`` ``(B,)``."""
     errors = (predictions - target).pow(2)
     return errors.reshape(-1, errors.shape[-1]).mean(-1).sum()
+
+
+def total_loss(terms: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    """The sum of the loss terms that carry a gradient; the detached ones are metrics, logged beside them."""
+    trained = [term for term in terms.values() if term.requires_grad]
+    if not trained:
+        raise ValueError(f"no loss term carries a gradient (terms: {', '.join(terms)})")
+    return sum(trained[1:], trained[0])

@@ -91,7 +91,7 @@ class OfflineSafeConfig(ConfigHooks, AlgorithmConfig):
         self.gamma = 0.99
         self.lr = None
         self.train_batch_size_per_learner = 512
-        # The learner checks all gradients for NaN/inf at once (rllib_caps.core.torch_learner); this turns off
+        # The learner checks all gradients for NaN/inf at once (rllib_caps.core.learner); this turns off
         # RLlib's per-parameter check, which costs one device sync per parameter.
         self.torch_skip_nan_gradients = True
         self.num_env_runners = 0
@@ -261,7 +261,7 @@ class OfflineSafeConfig(ConfigHooks, AlgorithmConfig):
 
 class InMemoryOfflineData(OfflineData):
     """Stands in for RLlib's ``OfflineData``: the learners load the dataset themselves
-    (``OfflineSafeLearner``), so the driver only checks that the path exists and starts no Ray Data pipeline."""
+    (``OfflineSafeTorchLearner``), so the driver only checks that the path exists and starts no Ray Data pipeline."""
 
     def __init__(self, config: AlgorithmConfig) -> None:  # noqa: D107  (no super(): no Ray Data)
         self.config = config

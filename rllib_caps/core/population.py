@@ -21,11 +21,12 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.rl_module.apis import TargetNetworkAPI
 from torch import nn
 
-from rllib_caps.core.captured_step import CapturedStep, NonFiniteSkip
+from rllib_caps.core.captured_step import NonFiniteSkip
+from rllib_caps.core.learner import computes_pure_losses, step_engine
+from rllib_caps.core.losses import total_loss
 from rllib_caps.core.optim import adam
 from rllib_caps.core.precision import DEFAULT_MATMUL_PRECISION, autocast
 from rllib_caps.core.ray_internals import foreach_lerp_
-from rllib_caps.core.torch_learner import computes_pure_losses, total_loss
 from rllib_caps.data import MinibatchDraw
 
 # (module, minibatch, its hyperparameters) -> the member's loss terms, each a scalar: what one member's gradient step
@@ -108,7 +109,7 @@ class Population:
         if captured:  # the step replays as a CUDA graph; non-finite steps are skipped on the device
             self.non_finite = NonFiniteSkip(device)
             self.non_finite.attach(list(self.optimizers.values()))
-        self._run = CapturedStep(self.step, generators=generators) if captured else self._eager
+        self._run = step_engine(self.step, captured=captured, generators=generators)
         self.target_pairs = [([self.params[n] for n in self.params if n.startswith(online + ".")],
                               [self.params[n] for n in self.params if n.startswith(target + ".")])
                              for online, target in target_pairs]
@@ -225,13 +226,7 @@ class Population:
         return {name: term.detach() for name, term in losses.items()}
 
     def __call__(self, n: int) -> dict[str, torch.Tensor]:
-        """``n`` gradient steps of every member (eager, or replays of the captured step); the last step's loss
-        terms."""
+        """``n`` gradient steps of every member (the learners' ``step_engine``: eager, or replays of the captured
+        step); the last step's loss terms."""
         return self._run(n)
-
-    def _eager(self, n: int) -> dict[str, torch.Tensor]:
-        losses: dict[str, torch.Tensor] = {}
-        for _ in range(n):
-            losses = self.step()
-        return losses
 

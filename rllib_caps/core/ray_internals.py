@@ -13,10 +13,10 @@ name, rather than silently elsewhere. Each private member, why we need it, and w
   ``ConfigHooks.mark_offline`` clears it, as RLlib's MARWIL does in its constructor.
 - ``TorchLearner._update``: RLlib's in-graph update step (forward, losses, backward, ``apply_gradients``).
   Our learner runs several of them per ``Learner.update`` call, or replays one captured as a CUDA graph, so it
-  replaces it (``UpdateStepHook.update_step``) and calls RLlib's (``UpdateStepHook.rllib_update_step``). RLlib
-  has no public per-step hook; if one comes, ``UpdateStepHook`` moves to it.
+  replaces it (``route_update_step``: ``_update`` calls the learner's ``update_step``) and calls RLlib's
+  (``rllib_update_step``). RLlib has no public per-step hook; if one comes, ``route_update_step`` moves to it.
 - ``Learner.update(_no_metrics_reduce=...)``: skips the metrics reduction of all but the last of the update
-  calls of one ``update_from_dataset``; ``update_learner``. Else: reduce every call (slower, same numbers).
+  calls of one ``update_from_dataset``; ``metrics_reduce_kwargs``. Else: reduce every call (slower, same numbers).
 - ``Learner._learner_index``: seeds each learner's own minibatch generator; ``learner_index``. Else:
   ``torch.distributed.get_rank()`` where the learners are distributed, 0 otherwise.
 - ``Learner._optimizer_parameters``: every registered optimiser in registration order, stepped directly when
@@ -46,8 +46,9 @@ name, rather than silently elsewhere. Each private member, why we need it, and w
   (``torch.amp.GradScaler``'s, with a scale of 1); ``non_finite_check_and_unscale_``. Else:
   ``torch.isfinite`` per tensor (a device sync each).
 
-It imports no Ray (``losses`` and ``captured_step`` stay Ray-free): the hooks are mixins placed before the RLlib
-class they extend, and ``missing_internals`` imports the owners it checks.
+It imports no Ray at module level (``losses`` and ``captured_step`` stay Ray-free): the hooks are mixins placed
+before the RLlib class they extend or class decorators, and the functions that need a Ray class (``missing_internals``,
+``rllib_update_step``) import it when called.
 
 Private members with a public equivalent are not used: ``Learner._device`` (``Learner.device``),
 ``Learner._module`` (``Learner.module``), ``MultiRLModule._rl_modules`` (``MultiRLModule.items()``),
@@ -126,28 +127,30 @@ class ConfigHooks:
         self._is_online = False
 
 
-class UpdateStepHook:
-    """Mixin before ``TorchLearner``: the update step (one ``Learner.update`` call's in-graph work) is the public
-    ``update_step``, RLlib's being ``rllib_update_step``."""
+def route_update_step(learner_class: type) -> type:
+    """Class decorator for a ``TorchLearner`` subclass: RLlib's in-graph step of one ``Learner.update`` call
+    (``TorchLearner._update``) becomes the class's public ``update_step``; RLlib's own stays callable as
+    ``rllib_update_step``."""
 
-    def _update(self, batch: dict[str, Any]) -> tuple[Any, Any, Any]:
+    def _update(self: Any, batch: dict[str, Any]) -> tuple[Any, Any, Any]:
         return self.update_step(batch)
 
-    def update_step(self, batch: dict[str, Any]) -> tuple[Any, Any, Any]:
-        """The update step on ``batch``; a subclass replaces it (by default RLlib's)."""
-        return self.rllib_update_step(batch)
-
-    def rllib_update_step(self, batch: dict[str, Any]) -> tuple[Any, Any, Any]:
-        """RLlib's torch update step: forward, losses, backward, ``apply_gradients``; returns (forward outputs,
-        losses per module, metrics)."""
-        return super()._update(batch)
+    learner_class._update = _update
+    return learner_class
 
 
-def update_learner(learner: Learner, batch: Any, *, timesteps: dict[str, Any] | None,
-                   reduce_metrics: bool) -> Any:
-    """``learner.update(batch=..., timesteps=...)``; without ``reduce_metrics`` the metrics stay unreduced for a
-    later call, and it returns None."""
-    return learner.update(batch=batch, timesteps=timesteps, _no_metrics_reduce=not reduce_metrics)
+def rllib_update_step(learner: TorchLearner, batch: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """RLlib's torch update step on ``batch``: forward, losses, backward, ``apply_gradients``; returns (forward
+    outputs, losses per module, metrics)."""
+    from ray.rllib.core.learner.torch.torch_learner import TorchLearner
+
+    return TorchLearner._update(learner, batch)
+
+
+def metrics_reduce_kwargs(reduce_metrics: bool) -> dict[str, Any]:
+    """The keyword arguments of ``Learner.update`` for ``reduce_metrics``: without it the call's metrics stay
+    unreduced for a later call, and it returns None."""
+    return {"_no_metrics_reduce": not reduce_metrics}
 
 
 def learner_index(learner: Learner) -> int:

@@ -23,8 +23,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rllib_caps.algorithms.registry import COST_LIMIT_AXIS, get_algorithm
+from rllib_caps.core.learner import computes_pure_losses
 from rllib_caps.core.population import MEMBER_SETTINGS
-from rllib_caps.core.torch_learner import computes_pure_losses
 from rllib_caps.report.records import MEMBERS, member_name
 from rllib_caps.sweeps.options import SweepOptions
 

@@ -14,32 +14,22 @@ RLlib's new API stack, built on the offline base of ``rllib_caps.core.offline``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ray.rllib.algorithms.algorithm_config import NotProvided
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.utils.annotations import override
 
+from rllib_caps.algorithms.caps.backbone import Backbone
+from rllib_caps.algorithms.caps.backbones import BACKBONES
 from rllib_caps.algorithms.caps.calibration import CALIBRATIONS
-from rllib_caps.algorithms.caps.losses import CAPSLossSettings, default_lambdas
-from rllib_caps.algorithms.caps.sacbc_losses import SACBCLossSettings
+from rllib_caps.algorithms.caps.shared_losses import default_lambdas
 from rllib_caps.algorithms.caps.switching import DEFAULT_HEAD_SELECTION, HEAD_SELECTIONS
 from rllib_caps.core.offline import OfflineSafeAlgorithm, OfflineSafeConfig
-
-if TYPE_CHECKING:
-    import torch
 
 logger = logging.getLogger(__name__)
 
 IMPLEMENTATIONS = ("paper", "code")
-# The offline RL algorithm under the heads, with its learning rates (the paper's hyperparameter table) and whether
-# the act-time Q^c is clamped at ≥ 0 (the authors' SAC+BC code does; their IQL code does not).
-BACKBONE_DEFAULTS: dict[str, dict[str, Any]] = {
-    "iql": {"actor_lr": 3e-4, "critic_lr": 3e-4, "clamp_cost_q": False},
-    "sacbc": {"actor_lr": 1e-4, "critic_lr": 1e-3, "clamp_cost_q": True},
-}
-BACKBONES = tuple(BACKBONE_DEFAULTS)
 
 
 class CAPSConfig(OfflineSafeConfig):
@@ -79,7 +69,7 @@ class CAPSConfig(OfflineSafeConfig):
         reward_scale: rewards are multiplied by this in training (costs are not).
         max_weight: clip of the advantage weights (IQL).
         actor_lr, critic_lr: Adam learning rates; None (default): the backbone's (IQL 3e-4 and 3e-4, SAC+BC 1e-4
-            and 1e-3; ``BACKBONE_DEFAULTS``). The SAC+BC temperature uses the actor's.
+            and 1e-3; each ``Backbone.defaults``). The SAC+BC temperature uses the actor's.
         value_lr: Adam learning rate of the IQL value nets.
         initial_alpha: SAC+BC's initial temperature α (0.1); its target entropy is −|A|.
         q_weight: SAC+BC's TD3+BC normaliser: the Q term is scaled by q_weight / mean|Q| (2.5).
@@ -162,9 +152,14 @@ class CAPSConfig(OfflineSafeConfig):
         """The cost critics' discount: ``cost_gamma``, or ``gamma`` when None."""
         return float(self.gamma if self.cost_gamma is None else self.cost_gamma)
 
+    @property
+    def backbone_spec(self) -> Backbone:
+        """The backbone the config names (``backbones.BACKBONES``)."""
+        return BACKBONES[self.backbone]
+
     def _backbone_default(self, name: str) -> Any:
         value = getattr(self, name)
-        return BACKBONE_DEFAULTS[self.backbone][name] if value is None else value
+        return self.backbone_spec.defaults[name] if value is None else value
 
     @property
     def resolved_actor_lr(self) -> float:
@@ -179,9 +174,14 @@ class CAPSConfig(OfflineSafeConfig):
         return bool(self._backbone_default("clamp_cost_q"))
 
     @property
+    def cost_maximize(self) -> bool:
+        """The cost critics hold −c, maximised (the authors' code, "code"), instead of +c (the paper)."""
+        return self.implementation == "code"
+
+    @property
     def anneal_actor_lr(self) -> bool:
         """The authors' IQL code anneals the actor lr with a cosine (``CAPSTorchLearner``)."""
-        return self.implementation == "code" and self.backbone == "iql"
+        return self.implementation == "code" and self.backbone_spec.code_anneals_actor_lr
 
     @override(OfflineSafeConfig)
     def member_hyperparameters(self) -> dict[str, Any]:
@@ -189,28 +189,14 @@ class CAPSConfig(OfflineSafeConfig):
         name: β and the middle heads' λ_k (``rllib_caps.core.population``)."""
         return {"awr_beta": self.awr_beta, "lambdas": self.resolved_lambdas}
 
-    def loss_settings(self, hyperparameters: Mapping[str, torch.Tensor] | None = None
-                      ) -> CAPSLossSettings | SACBCLossSettings:
-        """The hyperparameters the backbone's pure loss function takes; ``hyperparameters`` (named as in
-        ``member_hyperparameters``) replace the config's with a population member's own tensors."""
-        own = {"awr_beta": self.awr_beta, "lambdas": tuple(self.resolved_lambdas), **(hyperparameters or {})}
-        if self.backbone == "sacbc":
-            return SACBCLossSettings(
-                gamma=self.gamma, reward_scale=self.reward_scale, lambdas=own["lambdas"],
-                cost_maximize=self.implementation == "code", time_limit=self.resolved_time_limit,
-                q_weight=self.q_weight, cost_gamma=self.resolved_cost_gamma,
-            )
-        return CAPSLossSettings(
-            gamma=self.gamma, reward_scale=self.reward_scale, expectile_reward=self.expectile_reward,
-            expectile_cost=self.expectile_cost, beta=own["awr_beta"], beta_cost=self.beta_cost,
-            max_weight=self.max_weight, lambdas=own["lambdas"], implementation=self.implementation,
-            time_limit=self.resolved_time_limit, cost_gamma=self.resolved_cost_gamma,
-        )
+    def loss_settings(self) -> Any:
+        """The settings the backbone's pure loss function takes (``Backbone.loss_settings``)."""
+        return self.backbone_spec.loss_settings(self)
 
     @override(OfflineSafeConfig)
     def validate(self) -> None:
         if self.backbone not in BACKBONES:  # first: the backbone's defaults resolve other settings
-            self.config_error(f"backbone must be one of {BACKBONES}, got {self.backbone!r}")
+            self.config_error(f"backbone must be one of {tuple(BACKBONES)}, got {self.backbone!r}")
         super().validate()
         if self.num_heads < 2:
             self.config_error(f"num_heads must be >= 2, got {self.num_heads}")
@@ -230,7 +216,7 @@ class CAPSConfig(OfflineSafeConfig):
         if self.resolved_cost_gamma == 1.0 and self.resolved_time_limit == "bootstrap":
             self.config_error("cost_gamma 1.0 needs time_limit 'terminal' or 'time_aware' (got 'bootstrap'): "
                               "an undiscounted Q^c that bootstraps through time-outs has no finite fixed point")
-        if self.beta_cost is not None and not (self.implementation == "code" and self.backbone == "iql"):
+        if self.beta_cost is not None and not (self.implementation == "code" and self.backbone_spec.advantage_weighted):
             self.config_error(f"beta_cost is only used by implementation 'code' with backbone 'iql' (got "
                               f"{self.implementation!r}, {self.backbone!r}): the paper's Eq. 8 has one β")
         for name in ("awr_beta", "beta_cost", "initial_alpha", "q_weight", "actor_lr", "critic_lr", "value_lr"):
@@ -248,7 +234,7 @@ class CAPSConfig(OfflineSafeConfig):
     def model_config_settings(self) -> dict[str, Any]:
         return super().model_config_settings() | {
             "num_heads": self.num_heads, "shared_actor": self.shared_actor,
-            "learn_std": self.implementation == "paper", "cost_maximize": self.implementation == "code",
+            "learn_std": self.implementation == "paper", "cost_maximize": self.cost_maximize,
             "backbone": self.backbone, "actor_time": bool(self.actor_time), "cost_gamma": self.resolved_cost_gamma,
             "clamp_cost_q": self.resolved_clamp_cost_q, "head_selection": self.head_selection,
             "initial_alpha": self.initial_alpha,

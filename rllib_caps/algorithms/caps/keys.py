@@ -7,7 +7,7 @@ QR_PREDS, QR_TWIN_PREDS, QR_TARGET_PREDS, QR_TARGET_TWIN_PREDS = "qr", "qr_twin"
 QC_PREDS, QC_TWIN_PREDS, QC_TARGET_PREDS, QC_TARGET_TWIN_PREDS = "qc", "qc_twin", "qc_target", "qc_target_twin"
 VR_PREDS, VR_PREDS_NEXT, VC_PREDS, VC_PREDS_NEXT = "vr", "vr_next", "vc", "vc_next"
 
-# CAPS(SAC+BC) only (rllib_caps.algorithms.caps.sacbc_losses); "(B, K)" pairs are the twins of one critic.
+# CAPS(SAC+BC) only (rllib_caps.algorithms.caps.sacbc.losses); "(B, K)" pairs are the twins of one critic.
 PI_ACTIONS, PI_LOG_PROBS = "pi_actions", "pi_log_probs"  # ã_k ~ π_k(·|s) (B, K, A), log π_k(ã_k|s) (B, K)
 QR_PI, QR_PI_TWIN, QC_PI, QC_PI_TWIN = "qr_pi", "qr_pi_twin", "qc_pi", "qc_pi_twin"  # frozen critics at (s, ã_k)
 NEXT_LOG_PROBS = "next_log_probs"  # log π_k(a'_k|s') of the heads' next actions a'_k ~ π_k(·|s'), (B, K)

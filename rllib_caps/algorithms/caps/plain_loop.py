@@ -7,7 +7,6 @@ from typing import Any
 
 import torch
 
-from rllib_caps.algorithms.caps.torch.caps_torch_learner import BACKBONE_LOSSES, caps_minibatch, optimizer_groups
 from rllib_caps.core.losses import polyak_update
 from rllib_caps.core.optim import adam
 from rllib_caps.core.precision import autocast
@@ -23,23 +22,30 @@ class PlainLoop:
 
     def __init__(self, config: Any, *, initial_state: dict | None = None, seed: int = 0,
                  device: str = "cpu") -> None:
-        self.config = config
+        self.config, self.backbone = config, config.backbone_spec
         self.module = config.get_rl_module_spec().build()
         self.module.make_target_networks()
         if initial_state is not None:
             self.module.load_state_dict(initial_state)
         self.module.to(device)
         self.optimizers = [adam(params, lr)  # as the learner's
-                           for params, lr in optimizer_groups(self.module, config).values()]
+                           for params, lr in self.backbone.optimizer_groups(self.module, config).values()]
         self.dataset = TransitionDataset.from_parquet(config.input_, device=device)
         self.generator = torch.Generator(device=device).manual_seed(seed)
-        self.settings = config.loss_settings()
+        self.settings = self.backbone.settings_on(config, device)
+
+    def minibatch(self) -> dict[str, torch.Tensor]:
+        """A step's minibatch: uniformly sampled transitions, then the backbone's extra draws, all from the loop's
+        generator (as the learner draws them)."""
+        size = self.config.train_batch_size_per_learner
+        return (self.dataset.sample(size, self.generator)
+                | self.backbone.draw_extras(self.dataset, size, self.generator, self.config))
 
     def __call__(self, n: int) -> None:
         for _ in range(n):
-            batch = caps_minibatch(self.dataset, self.config.train_batch_size_per_learner, self.generator, self.config)
+            batch = self.minibatch()
             with autocast(self.config.matmul_precision, self.generator.device):
-                losses = BACKBONE_LOSSES[self.config.backbone](self.module.forward_train(batch), batch, self.settings)
+                losses = self.backbone.loss_terms(self.module.forward_train(batch), batch, self.settings)
             for optimizer in self.optimizers:
                 optimizer.zero_grad(set_to_none=True)
             sum(losses.values()).backward()

@@ -26,7 +26,7 @@ from torch import nn
 
 from rllib_caps.algorithms.cost_limited.cost_limited import CostLimitedConfig
 from rllib_caps.algorithms.vae_actor_critic.nets import add_networks
-from rllib_caps.core.torch_learner import OfflineSafeTorchLearner
+from rllib_caps.core.learner import OfflineSafeTorchLearner
 from rllib_caps.core.torch_rl_module import OfflineTorchRLModule
 from rllib_caps.utils.smoke import smoke_test
 

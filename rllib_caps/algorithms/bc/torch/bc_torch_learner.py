@@ -14,8 +14,7 @@ from ray.rllib.utils.typing import ModuleID
 from rllib_caps.algorithms.bc.default_bc_rl_module import BC_LOG_STD, BC_MEANS
 from rllib_caps.algorithms.bc.episode_filter import safe_episodes
 from rllib_caps.algorithms.bc.losses import bc_loss
-from rllib_caps.core.learner import OfflineSafeLearner
-from rllib_caps.core.torch_learner import OfflineSafeTorchLearner
+from rllib_caps.core.learner import OfflineSafeTorchLearner
 
 logger = logging.getLogger(__name__)
 
@@ -24,7 +23,7 @@ class BCTorchLearner(OfflineSafeTorchLearner):
     """BC on the in-memory ``OfflineSafeTorchLearner``; with ``safe_only`` it keeps only the episodes whose
     total cost is ≤ ``cost_limit`` before training starts."""
 
-    @override(OfflineSafeLearner)
+    @override(OfflineSafeTorchLearner)
     def build(self) -> None:
         super().build()
         if self.config.safe_only:

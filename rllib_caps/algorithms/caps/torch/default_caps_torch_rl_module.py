@@ -15,46 +15,27 @@ from ray.rllib.utils.annotations import override
 from ray.rllib.utils.typing import StateDict
 from torch import nn
 
+from rllib_caps.algorithms.caps.backbones import BACKBONES
 from rllib_caps.algorithms.caps.calibration import CostCriticAPI, finite_shift
 from rllib_caps.algorithms.caps.default_caps_rl_module import DefaultCAPSRLModule
 from rllib_caps.algorithms.caps.keys import (
     HEAD,
-    HEAD_LOG_STD,
-    HEAD_MEANS,
-    LOG_ALPHA,
-    NEXT_LOG_PROBS,
-    NEXT_PI_NOISE,
-    PI_ACTIONS,
-    PI_LOG_PROBS,
-    PI_NOISE,
     PREDICTED_COST,
-    QC_NEXT,
-    QC_NEXT_TWIN,
-    QC_PI,
-    QC_PI_TWIN,
     QC_PREDS,
     QC_TARGET_PREDS,
     QC_TARGET_TWIN_PREDS,
     QC_TWIN_PREDS,
-    QR_NEXT,
-    QR_NEXT_TWIN,
-    QR_PI,
-    QR_PI_TWIN,
     QR_PREDS,
     QR_TARGET_PREDS,
     QR_TARGET_TWIN_PREDS,
     QR_TWIN_PREDS,
-    VC_PREDS,
-    VC_PREDS_NEXT,
-    VR_PREDS,
-    VR_PREDS_NEXT,
 )
-from rllib_caps.algorithms.caps.sacbc_losses import SAC_LOG_STD_MAX, SAC_LOG_STD_MIN, squashed_gaussian_sample
+from rllib_caps.algorithms.caps.sacbc.losses import SAC_LOG_STD_MAX, SAC_LOG_STD_MIN
 from rllib_caps.algorithms.caps.switching import DEFAULT_HEAD_SELECTION, select_heads
 from rllib_caps.core.budget import remaining_budget_threshold
 from rllib_caps.core.cost_threshold_api import CostThresholdAPI
 from rllib_caps.core.keys import COST_SPENT, STEP
-from rllib_caps.core.nets import MLPPair, OutputLinear, TwinQ, frozen_call, mlp
+from rllib_caps.core.nets import OutputLinear, TwinQ, mlp
 from rllib_caps.core.time_limit import remaining_time
 from rllib_caps.core.torch_rl_module import OfflineTorchRLModule
 from rllib_caps.data.schema import T
@@ -136,6 +117,7 @@ class DefaultCAPSTorchRLModule(OfflineTorchRLModule, DefaultCAPSRLModule, CostCr
         critic_obs_dim = obs_dim + int(self.time_aware)
         # Checkpoints record the backbone; those from before SAC+BC are IQL.
         self.backbone = cfg.get("backbone", "iql")
+        self.backbone_spec = BACKBONES[self.backbone]
         self.clamp_cost_q = bool(cfg.get("clamp_cost_q", False))
         self.head_selection = cfg.get("head_selection", DEFAULT_HEAD_SELECTION)
         # Subtracted from Q^c where the rule reads it (``set_cost_shift``: the calibration of
@@ -143,7 +125,7 @@ class DefaultCAPSTorchRLModule(OfflineTorchRLModule, DefaultCAPSRLModule, CostCr
         # module state, so evaluation runners, checkpoints and exports act with it.
         self.register_buffer("cost_offset", torch.zeros(()))
 
-        std = "state" if self.backbone == "sacbc" else "learned" if cfg["learn_std"] else "fixed"
+        std = "state" if self.backbone_spec.state_dependent_std else "learned" if cfg["learn_std"] else "fixed"
         self.actor = MultiHeadActor(obs_dim + int(self.actor_time), act_dim, hidden, self.num_heads,
                                     bool(cfg["shared_actor"]), std)
         fused = bool(cfg.get("fused_critics", False))
@@ -151,10 +133,7 @@ class DefaultCAPSTorchRLModule(OfflineTorchRLModule, DefaultCAPSRLModule, CostCr
         self.qc = TwinQ(critic_obs_dim, act_dim, hidden, fused)
         if self.inference_only:
             return
-        if self.backbone == "sacbc":  # the shared entropy temperature α, learned in log space
-            self.log_alpha = nn.Parameter(torch.tensor(math.log(float(cfg["initial_alpha"]))))
-        else:
-            self.values = MLPPair(critic_obs_dim, hidden, fused)  # (V^r, V^c)
+        self.backbone_spec.add_training_nets(self, cfg, critic_obs_dim, hidden, fused)  # IQL's V, SAC+BC's α
 
     def critic_input(self, obs: torch.Tensor, step: torch.Tensor | None) -> torch.Tensor:
         """The critics' state input: ``obs``, with the remaining-time fraction appended when time-aware."""
@@ -278,44 +257,6 @@ class DefaultCAPSTorchRLModule(OfflineTorchRLModule, DefaultCAPSRLModule, CostCr
         next_critic_obs = self.critic_input(batch[Columns.NEXT_OBS], next_step)
         qr1, qr2 = self.qr(critic_obs, actions)
         qc1, qc2 = self.qc(critic_obs, actions)
-        if self.backbone == "sacbc":
-            return self._forward_train_sacbc(
-                self.actor_input(obs, step), critic_obs, self.actor_input(batch[Columns.NEXT_OBS], next_step),
-                next_critic_obs, batch.get(PI_NOISE), batch.get(NEXT_PI_NOISE)) | {
-                QR_PREDS: qr1, QR_TWIN_PREDS: qr2, QC_PREDS: qc1, QC_TWIN_PREDS: qc2}
-        vr, vc = self.values(critic_obs)
-        with torch.no_grad():
-            out = self.forward_target(batch)
-            out[VR_PREDS_NEXT], out[VC_PREDS_NEXT] = self.values(next_critic_obs)
-        out.update({
-            HEAD_MEANS: self.head_means(obs, step),
-            HEAD_LOG_STD: self.actor.clamped_log_std(),
-            QR_PREDS: qr1, QR_TWIN_PREDS: qr2, QC_PREDS: qc1, QC_TWIN_PREDS: qc2, VR_PREDS: vr, VC_PREDS: vc,
-        })
-        return out
-
-    def _forward_train_sacbc(self, actor_obs: torch.Tensor, critic_obs: torch.Tensor, next_actor_obs: torch.Tensor,
-                             next_critic_obs: torch.Tensor, noise: torch.Tensor | None,
-                             next_noise: torch.Tensor | None) -> dict[str, Any]:
-        """What ``caps_sacbc_losses`` needs besides the critics at (s, a): every head's reparameterised action at s
-        with the critics evaluated there with frozen parameters (the actor loss must not move them), and every
-        head's next action at s' with its log-density and the target critics (no gradient). ``noise`` and
-        ``next_noise`` are the minibatch's ε of those samples (``PI_NOISE``, ``NEXT_PI_NOISE``)."""
-        mean, log_std = self.actor.squashed_gaussian(actor_obs)
-        pi_actions, pi_log_probs = squashed_gaussian_sample(mean, log_std, noise)
-        obs_k = critic_obs.unsqueeze(1).expand(-1, self.num_heads, -1)
-        qr_pi = frozen_call(self.qr, obs_k, pi_actions)
-        qc_pi = frozen_call(self.qc, obs_k, pi_actions)
-        with torch.no_grad():
-            next_actions, next_log_probs = squashed_gaussian_sample(*self.actor.squashed_gaussian(next_actor_obs),
-                                                                    next_noise)
-            next_obs_k = next_critic_obs.unsqueeze(1).expand(-1, self.num_heads, -1)
-            qr_next = self.qr_target(next_obs_k, next_actions)
-            qc_next = self.qc_target(next_obs_k, next_actions)
-        return {
-            PI_ACTIONS: pi_actions, PI_LOG_PROBS: pi_log_probs, NEXT_LOG_PROBS: next_log_probs,
-            LOG_ALPHA: self.log_alpha,
-            QR_PI: qr_pi[0], QR_PI_TWIN: qr_pi[1], QC_PI: qc_pi[0], QC_PI_TWIN: qc_pi[1],
-            QR_NEXT: qr_next[0], QR_NEXT_TWIN: qr_next[1], QC_NEXT: qc_next[0], QC_NEXT_TWIN: qc_next[1],
-        }
+        return self.backbone_spec.forward_train(self, batch, critic_obs, next_critic_obs, step, next_step) | {
+            QR_PREDS: qr1, QR_TWIN_PREDS: qr2, QC_PREDS: qc1, QC_TWIN_PREDS: qc2}
 

@@ -16,8 +16,7 @@ from ray.rllib.utils.typing import ModuleID, ParamDict, TensorType
 
 from rllib_caps.algorithms.cdt.losses import cdt_losses
 from rllib_caps.algorithms.cdt.relabel import episode_weights, relabel
-from rllib_caps.core.learner import OfflineSafeLearner
-from rllib_caps.core.torch_learner import OfflineSafeTorchLearner
+from rllib_caps.core.learner import OfflineSafeTorchLearner
 from rllib_caps.data import DatasetError
 from rllib_caps.data.sequences import COSTS_TO_GO, MASK, RETURNS_TO_GO, EpisodeSequences
 
@@ -64,7 +63,7 @@ class CDTTorchLearner(OfflineSafeTorchLearner):
     temperature loss the entropy detached, so each optimiser gets its own loss's gradient, as in OSRL's two
     sequential steps on one forward pass."""
 
-    @override(OfflineSafeLearner)
+    @override(OfflineSafeTorchLearner)
     def build(self) -> None:
         super().build()
         sequences = EpisodeSequences.from_dataset(self.dataset)
@@ -77,7 +76,7 @@ class CDTTorchLearner(OfflineSafeTorchLearner):
         self.sampler = EpisodeSampler(sequences, self.config, seed=self.config.seed or 0)
         logger.info("CDT: %d episodes and %d relabelled copies", len(sequences), self.sampler.num_relabelled)
 
-    @override(OfflineSafeLearner)
+    @override(OfflineSafeTorchLearner)
     def sample_minibatch(self, batch_size: int, generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
         """Windows of relabelled episodes (``EpisodeSampler``), not rows: CDT does not form populations."""
         return self.sampler.sample(batch_size, self._generator if generator is None else generator)

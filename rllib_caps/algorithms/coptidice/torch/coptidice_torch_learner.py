@@ -13,8 +13,7 @@ from ray.rllib.utils.typing import ModuleID
 
 from rllib_caps.algorithms.coptidice.forward import coptidice_extras
 from rllib_caps.algorithms.coptidice.losses import coptidice_losses
-from rllib_caps.core.learner import OfflineSafeLearner
-from rllib_caps.core.torch_learner import OfflineSafeTorchLearner
+from rllib_caps.core.learner import OfflineSafeTorchLearner
 
 
 class COptiDICETorchLearner(OfflineSafeTorchLearner):
@@ -23,12 +22,12 @@ class COptiDICETorchLearner(OfflineSafeTorchLearner):
     actor in sequence and recomputes the actor's weights w after the ν step; here the actor's w is the one from
     before this step's ν update (docs/baselines.md)."""
 
-    @override(OfflineSafeLearner)
+    @override(OfflineSafeTorchLearner)
     def build(self) -> None:
         super().build()
         self.module.foreach_module(lambda _mid, module: module.unwrapped().stats.assign_from(self.dataset))
 
-    @override(OfflineSafeLearner)
+    @override(OfflineSafeTorchLearner)
     def draw_extras(self, batch_size: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
         return coptidice_extras(self.dataset, batch_size, generator, self.config.implementation)
 

@@ -1,8 +1,11 @@
-"""CAPS(IQL) losses as small pure torch functions (paper Sec. "IQL Instantiation", Eq. 8-9).
+"""CAPS(IQL) losses as small pure torch functions (paper Sec. "IQL Instantiation", Eq. 8-9): expectile value
+regression and TD Q regression for the reward and the cost critics, and advantage-weighted regression (AWR) of
+the K heads.
 
-Everything here works on plain tensors, so it is unit-tested without Ray and shared by the RLlib
+Everything here works on plain tensors and floats, so it is unit-tested without Ray and shared by the RLlib
 learner and the plain-PyTorch benchmark loop. The critic-pair losses are the shared ones of
-``rllib_caps.core.losses``; advantages are goodness-oriented (see there).
+``rllib_caps.core.losses``, the heads' λ-mixing CAPS's (``rllib_caps.algorithms.caps.shared_losses``);
+advantages are goodness-oriented (see there).
 """
 
 from __future__ import annotations
@@ -13,38 +16,17 @@ from dataclasses import dataclass
 import torch
 
 from rllib_caps.algorithms.caps import keys as m
+from rllib_caps.algorithms.caps.shared_losses import cost_signal, head_coefficients
 from rllib_caps.core.losses import critic_pair_losses
 from rllib_caps.core.time_limit import episode_ends
 from rllib_caps.data import schema
 
 
-def default_lambdas(num_heads: int) -> list[float]:
-    """λ_k = k / ((K − 1) / 2) for the K − 2 middle heads k = 1 … K − 2 (paper, hyperparameter table)."""
-    if num_heads < 2:
-        raise ValueError(f"num_heads must be >= 2, got {num_heads}")
-    return [k / ((num_heads - 1) / 2) for k in range(1, num_heads - 1)]
-
-
-def coefficients_like(values: Sequence[float], like: torch.Tensor) -> torch.Tensor:
-    """``values`` as a 1-d tensor of ``like``'s dtype and device, each filled on the device rather than copied from
-    the host: a captured CUDA graph may not copy pageable host memory."""
-    return torch.stack([like.new_full((), float(x)) for x in values]) if len(values) else like.new_zeros(0)
-
-
-def head_coefficients(lambdas: Sequence[float] | torch.Tensor, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-head (reward, cost) advantage coefficients, each ``(K,)`` of ``like``'s dtype and device: head 0 uses
-    A^r only, head K−1 uses −A^c only, middle head k uses A^r − λ_k A^c (paper, text after Eq. 9). ``lambdas``: the
-    K−2 middle λ_k, or a population member's own λ_k as a tensor (``rllib_caps.core.population``)."""
-    middle = lambdas.to(like.dtype) if isinstance(lambdas, torch.Tensor) else coefficients_like(lambdas, like)
-    one, zero = like.new_ones(1), like.new_zeros(1)
-    return torch.cat([one, torch.ones_like(middle), zero]), torch.cat([zero, middle, one])
-
-
-def head_weights(
+def awr_head_weights(
     reward_advantage: torch.Tensor,
     cost_advantage: torch.Tensor,
     *,
-    beta: float | torch.Tensor,
+    beta: float,
     lambdas: Sequence[float] | torch.Tensor,
     max_weight: float = 100.0,
     mode: str = "paper",
@@ -57,7 +39,7 @@ def head_weights(
       with the cost advantage's own ``beta_cost`` β_c (None: β), as in the authors' code.
 
     Both advantages are goodness-oriented (see module docstring); the coefficients come from
-    :func:`head_coefficients`. ``beta`` and ``lambdas`` may be a population member's tensors.
+    ``shared_losses.head_coefficients``.
     """
     a_r = reward_advantage.unsqueeze(-1)
     a_c = cost_advantage.unsqueeze(-1)
@@ -85,7 +67,7 @@ def gaussian_log_prob(actions: torch.Tensor, mean: torch.Tensor, log_std: torch.
     return dist.log_prob(actions.unsqueeze(1)).sum(-1)
 
 
-def actor_loss(log_probs: torch.Tensor, weights: torch.Tensor, *, mean_over_heads: bool = False) -> torch.Tensor:
+def awr_actor_loss(log_probs: torch.Tensor, weights: torch.Tensor, *, mean_over_heads: bool = False) -> torch.Tensor:
     """Advantage-weighted regression for all heads at once: ``−Σ_k E[w_k log π_k(a|s)]`` (Eq. 8), or with
     ``mean_over_heads`` (the authors' code) ``−(1/K) Σ_k E[w_k log π_k(a|s)]``."""
     per_head = -(weights.detach() * log_probs).mean(0)
@@ -93,17 +75,17 @@ def actor_loss(log_probs: torch.Tensor, weights: torch.Tensor, *, mean_over_head
 
 
 @dataclass(frozen=True)
-class CAPSLossSettings:
-    """Hyperparameters the CAPS(IQL) loss needs; ``CAPSConfig.loss_settings()`` fills them from the config,
-    the one home of their defaults."""
+class IQLLossSettings:
+    """Hyperparameters the CAPS(IQL) loss needs; ``CAPSConfig.loss_settings()`` fills them from the config (through
+    the IQL backbone, ``iql.backbone``), the one home of their defaults."""
 
     gamma: float
     reward_scale: float
     expectile_reward: float
     expectile_cost: float
-    beta: float | torch.Tensor  # a tensor: a population member's own (``CAPSConfig.loss_settings``)
+    beta: float
     max_weight: float
-    lambdas: tuple[float, ...] | torch.Tensor
+    lambdas: Sequence[float] | torch.Tensor  # the K−2 middle heads' λ_k (``shared_losses.head_coefficients``)
     implementation: str
     time_limit: str
     cost_gamma: float  # the cost critics' discount (``CAPSConfig.cost_gamma``; γ unless set)
@@ -121,7 +103,7 @@ class CAPSLossSettings:
 
 
 def caps_iql_losses(fwd_out: dict[str, torch.Tensor], batch: dict[str, torch.Tensor],
-                    settings: CAPSLossSettings) -> dict[str, torch.Tensor]:
+                    settings: IQLLossSettings) -> dict[str, torch.Tensor]:
     """All CAPS(IQL) loss terms from one ``_forward_train`` output; their sum is the total loss.
 
     Every term touches a disjoint set of parameters (targets and advantage weights are detached), so
@@ -134,18 +116,17 @@ def caps_iql_losses(fwd_out: dict[str, torch.Tensor], batch: dict[str, torch.Ten
         signal=settings.reward_scale * batch[schema.REWARDS], terminateds=terminateds,
         gamma=settings.gamma, expectile=settings.expectile_reward, maximize=True,
     )
-    cost_sign = -1.0 if settings.cost_maximize else 1.0
     cost = critic_pair_losses(
         q1=fwd_out[m.QC_PREDS], q2=fwd_out[m.QC_TWIN_PREDS], q1_target=fwd_out[m.QC_TARGET_PREDS],
         q2_target=fwd_out[m.QC_TARGET_TWIN_PREDS], v=fwd_out[m.VC_PREDS], v_next=fwd_out[m.VC_PREDS_NEXT],
-        signal=cost_sign * batch[schema.COSTS], terminateds=terminateds,
+        signal=cost_signal(batch[schema.COSTS], settings.cost_maximize), terminateds=terminateds,
         gamma=settings.cost_gamma, expectile=settings.expectile_cost, maximize=settings.cost_maximize,
     )
-    weights = head_weights(reward.advantage, cost.advantage, beta=settings.beta, lambdas=settings.lambdas,
+    weights = awr_head_weights(reward.advantage, cost.advantage, beta=settings.beta, lambdas=settings.lambdas,
                            max_weight=settings.max_weight, mode=settings.implementation, beta_cost=settings.beta_cost)
     log_probs = gaussian_log_prob(batch[schema.ACTIONS], fwd_out[m.HEAD_MEANS], fwd_out[m.HEAD_LOG_STD])
     return {
-        "actor_loss": actor_loss(log_probs, weights, mean_over_heads=settings.mean_over_heads),
+        "actor_loss": awr_actor_loss(log_probs, weights, mean_over_heads=settings.mean_over_heads),
         "qr_loss": reward.q_loss, "vr_loss": reward.v_loss,
         "qc_loss": cost.q_loss, "vc_loss": cost.v_loss,
     }

@@ -9,7 +9,8 @@ Haarnoja et al. 2018). Each critic regresses onto K backups, one per head, built
 Everything here works on plain tensors: the module's ``_forward_train`` samples the actions and evaluates the
 critics (at ``(s, ã)`` with frozen parameters, so the actor loss moves only the actor); the RLlib learner and
 the plain benchmark loop both call :func:`caps_sacbc_losses`. The TD pieces are the shared ones of
-``rllib_caps.core.losses``; the head coefficients are the IQL backbone's.
+``rllib_caps.core.losses``; the heads' λ-mixing and the cost signal are CAPS's
+(``rllib_caps.algorithms.caps.shared_losses``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from rllib_caps.algorithms.caps import keys as m
-from rllib_caps.algorithms.caps.losses import head_coefficients
+from rllib_caps.algorithms.caps.shared_losses import cost_signal, head_coefficients
 from rllib_caps.core.losses import pessimistic_twin, td_target, twin_td_loss
 from rllib_caps.core.time_limit import episode_ends
 from rllib_caps.data import schema
@@ -100,7 +101,7 @@ class SACBCLossSettings:
 
     gamma: float
     reward_scale: float
-    lambdas: tuple[float, ...] | torch.Tensor  # a tensor: a population member's own (``CAPSConfig.loss_settings``)
+    lambdas: Sequence[float] | torch.Tensor  # the K−2 middle heads' λ_k (``shared_losses.head_coefficients``)
     cost_maximize: bool  # the cost critics hold −c (the authors' convention, "code") instead of +c ("paper")
     time_limit: str
     q_weight: float  # TD3+BC's α: the Q term is scaled by q_weight / mean|Q^k|
@@ -116,8 +117,7 @@ def caps_sacbc_losses(fwd_out: dict[str, torch.Tensor], batch: dict[str, torch.T
     """
     terminateds = episode_ends(batch, settings.time_limit)
     alpha = fwd_out[m.LOG_ALPHA].exp().detach()
-    cost_sign = -1.0 if settings.cost_maximize else 1.0
-    goodness = -cost_sign  # +1 when the critics hold −c (larger is cheaper already), −1 when they hold +c
+    goodness = 1.0 if settings.cost_maximize else -1.0  # +1: the critics hold −c (larger is cheaper already)
     qr_loss = per_head_backup_loss(
         fwd_out[m.QR_PREDS], fwd_out[m.QR_TWIN_PREDS], fwd_out[m.QR_NEXT], fwd_out[m.QR_NEXT_TWIN],
         signal=settings.reward_scale * batch[schema.REWARDS], terminateds=terminateds, gamma=settings.gamma,
@@ -125,7 +125,8 @@ def caps_sacbc_losses(fwd_out: dict[str, torch.Tensor], batch: dict[str, torch.T
     )
     qc_loss = per_head_backup_loss(
         fwd_out[m.QC_PREDS], fwd_out[m.QC_TWIN_PREDS], fwd_out[m.QC_NEXT], fwd_out[m.QC_NEXT_TWIN],
-        signal=cost_sign * batch[schema.COSTS], terminateds=terminateds, gamma=settings.cost_gamma,
+        signal=cost_signal(batch[schema.COSTS], settings.cost_maximize), terminateds=terminateds,
+        gamma=settings.cost_gamma,
         maximize=settings.cost_maximize,
     )
     q_cost = goodness * pessimistic_twin(fwd_out[m.QC_PI], fwd_out[m.QC_PI_TWIN], maximize=settings.cost_maximize)
