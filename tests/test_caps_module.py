@@ -75,7 +75,8 @@ def test_forward_inference_is_the_switching_rule_on_head_values():
     spent, step = torch.rand(64) * 4, torch.randint(0, 50, (64,)).float()
     out = module.forward_inference({Columns.OBS: obs, COST_SPENT: spent, STEP: step})
     means, q_reward, q_cost = module.head_values(obs, step)
-    expected = select_heads(q_reward, q_cost, remaining_budget_threshold(3.0, spent, step, 50, 0.99))
+    expected = select_heads(q_reward, q_cost, remaining_budget_threshold(3.0, spent, step, 50, 0.99),
+                            module.head_selection)
     torch.testing.assert_close(out[HEAD], expected)
     torch.testing.assert_close(out[Columns.ACTIONS], means[torch.arange(64), expected])
     assert out[Columns.ACTIONS].abs().max() <= 1.0
