@@ -52,8 +52,8 @@ def evaluate_arms(checkpoint: Path, data: Path, task: str, episodes: int) -> dic
     """Every arm on one checkpoint: per κ (normalised reward, normalised cost), their mean reward and largest cost."""
     import torch
 
+    from rllib_caps.algorithms.caps.calibration import calibrate_cost_critic
     from rllib_caps.algorithms.caps.policy import CAPSPolicy
-    from rllib_caps.core.calibration import calibrate_cost_critic
     from rllib_caps.core.rollout import episode_seed, evaluate_policy
     from rllib_caps.data import TransitionDataset
     from rllib_caps.envs.tasks import get_task

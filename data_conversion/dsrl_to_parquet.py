@@ -47,12 +47,12 @@ from rllib_caps.data.schema import (
     arrow_table,
     write_parquet_parts,
 )
-from rllib_caps.data.validation import file_sha256
 from rllib_caps.data.values import size_problem
 from rllib_caps.envs.compat.dsrl import load_infos
 from rllib_caps.envs.tasks import TaskSpec, get_task
 from rllib_caps.utils.atomic import OutputExistsError, OutputNotWritableError, atomic_directory
 from rllib_caps.utils.checks import check_apart, check_output
+from rllib_caps.utils.checksum import file_sha256
 
 COMMAND = "data_conversion.dsrl_to_parquet"  # names converted datasets in their output marker
 TOOL_VERSION = "2"  # bump when the output of the same input changes

@@ -30,12 +30,13 @@ from tqdm import tqdm
 from data_conversion.dsrl_format import READ_CHUNK_ROWS, DsrlReader
 from data_conversion.dsrl_to_parquet import TOOL_VERSION, convert
 from data_conversion.sources import FetchError, Source, one_line, parse_source, verified_sha256
-from rllib_caps.core.interrupts import init_ray, interruptible
+from rllib_caps.core.ray_session import init_ray
 from rllib_caps.data.errors import DatasetError
 from rllib_caps.data.schema import METADATA_FILE
 from rllib_caps.data.validation import check_dataset
 from rllib_caps.envs.compat.dsrl import dataset_file_name
 from rllib_caps.envs.tasks import SUITES, TaskSpec, get_task, select_tasks
+from rllib_caps.interrupts import interruptible
 from rllib_caps.utils.console import aligned_table
 
 READY = ("converted", "up to date")

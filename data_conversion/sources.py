@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rllib_caps.data.errors import DatasetError
-from rllib_caps.data.validation import file_sha256
 from rllib_caps.envs.compat.dsrl import HF_REPO_ID, HF_REVISION
+from rllib_caps.utils.checksum import file_sha256
 
 SUMS_FILE = "SHA256SUMS"
 _SHA256 = re.compile(r"[0-9a-f]{64}")

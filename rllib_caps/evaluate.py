@@ -4,8 +4,9 @@ retraining (and without Ray); the registry's deployable policy of the checkpoint
     python -m rllib_caps.evaluate --checkpoint CKPT --thresholds 5 10 20 40 --episodes 20
     python -m rllib_caps.evaluate --checkpoint CKPT --critic offline fqe-reward fqe-both --data datasets/BallCircle
 
-``--critic fqe-reward|fqe-both`` first fits FQE critics for the checkpoint's heads on the dataset
-(``rllib_caps.algorithms.caps.fqe``), then switches with them (the paper's FQE ablation).
+An algorithm's own flags (CAPS's ``--critic``, ``--head``, ``--calibration``...) and what they evaluate come from
+its extension (``core.extension.AlgorithmExtension``: ``add_evaluate_arguments``, ``evaluate``); ``--help`` lists
+every algorithm's.
 """
 
 from __future__ import annotations
@@ -18,23 +19,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rllib_caps.core.calibration import (
-    CALIBRATIONS,
-    Calibration,
-    CostCriticAPI,
-    calibrate_cost_critic,
-    dataset_calibration,
-)
-from rllib_caps.core.critic_variants import CRITICS, CriticVariantsAPI, FQESettings
-from rllib_caps.core.interrupts import interruptible
+from rllib_caps.algorithms.registry import ALGORITHMS
+from rllib_caps.core.extension import AlgorithmExtension
 from rllib_caps.core.results import format_results_table
-from rllib_caps.core.rollout import episode_seed, evaluate_policy
 from rllib_caps.data import DatasetError
-from rllib_caps.data.schema import OBS
-from rllib_caps.data.validation import check_dataset
 from rllib_caps.envs import TaskSpec, get_task
+from rllib_caps.interrupts import interruptible
 from rllib_caps.utils.atomic import OutputExistsError, OutputNotWritableError, atomic_files
-from rllib_caps.utils.checks import check_apart, check_distinct, check_output, seed_type
+from rllib_caps.utils.checks import check_distinct, check_output, seed_type
 
 logger = logging.getLogger("rllib_caps.evaluate")
 
@@ -51,17 +43,42 @@ def check_task_fits(policy: Any, task: TaskSpec, checkpoint: str, *, allow_misma
                          "there anyway")
 
 
-def format_calibration(calibration: Calibration, png: str) -> str:
-    """The calibration as a few lines: what the bias and the centred error say, and where the plot is."""
-    c = calibration
-    return (f"Cost critic on its dataset ({c.rows:,} rows): mean predicted Q^c {c.mean_predicted:.3g}, realised "
-            f"discounted cost-to-go {c.mean_realised:.3g}\n"
-            f"  bias {c.bias:+.3g} ({'pessimistic' if c.bias > 0 else 'optimistic'}), centred RMSE "
-            f"{c.centred_rmse:.3g}, correlation {c.correlation:.3f}; plot: {png}")
+class EvaluateParser(argparse.ArgumentParser):
+    """The evaluate CLI's parser: the generic flags, then every algorithm's own (``add_evaluate_arguments`` of each
+    registry entry's extension). A flag two algorithms add by the same name is added once; ``owners`` records, per
+    extension class, the flags it added (the others are refused for its checkpoints)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.flags: dict[str, argparse.Action] = {}
+        self.owners: dict[type, list[argparse.Action]] = {}
+        self._adding: list[argparse.Action] | None = None
+        super().__init__(**kwargs)
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        known = next((self.flags[flag] for flag in args if flag in self.flags), None)
+        action = known or super().add_argument(*args, **kwargs)
+        self.flags.update(dict.fromkeys(action.option_strings, action))
+        if self._adding is not None:
+            self._adding.append(action)
+        return action
+
+    def add_extension_arguments(self, extension: AlgorithmExtension) -> None:
+        """``extension``'s flags, recorded as its own."""
+        self._adding = self.owners.setdefault(type(extension), [])
+        try:
+            extension.add_evaluate_arguments(self)
+        finally:
+            self._adding = None
+
+    def foreign_flags(self, args: argparse.Namespace, extension: AlgorithmExtension) -> list[str]:
+        """The flags given (not at their defaults) that ``extension``'s algorithm does not take."""
+        own = {id(action) for action in self.owners.get(type(extension), [])}
+        return list(dict.fromkeys(action.option_strings[0] for actions in self.owners.values() for action in actions
+                                  if id(action) not in own and getattr(args, action.dest) != action.default))
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
+def build_parser() -> EvaluateParser:
+    p = EvaluateParser(
         prog="python -m rllib_caps.evaluate",
         description="Roll out a trained policy that takes κ at deployment (e.g. CAPS, CDT) on the real simulator at "
                     "any cost thresholds (no retraining, no Ray) and print raw and DSRL-normalised reward/cost per "
@@ -73,94 +90,70 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--episodes", type=int, default=20, help="episodes per threshold (default 20)")
     p.add_argument("--seed", type=seed_type, help="seed of the first episode, an integer in [0, 2**32) [1000 × the "
                    "training seed, so checkpoints of different seeds meet different start states]")
-    p.add_argument("--head", type=int, help="act with this head alone instead of switching (ablation)")
     p.add_argument("--allow-task-mismatch", action="store_true",
                    help="evaluate on --task although the checkpoint was trained on another task of the same sizes")
-    p.add_argument("--critic", nargs="+", default=["offline"], choices=CRITICS,
-                   help="critics the switching rule reads: offline (the trained Q^r, Q^c), fqe-reward (FQE Q̂^r with "
-                        "the offline Q^c), fqe-both (FQE Q̂^r and Q̂^c); several are evaluated on the same episodes "
-                        "and share one FQE fit [offline]")
-    p.add_argument("--data", help="converted dataset FQE is fitted on [datasets/<the checkpoint's task>]")
-    p.add_argument("--fqe-steps", type=int, default=FQESettings.steps,
-                   help=f"FQE gradient steps [{FQESettings.steps}]")
-    p.add_argument("--fqe-batch-size", type=int, default=FQESettings.batch_size,
-                   help=f"FQE batch size [{FQESettings.batch_size}]")
-    p.add_argument("--calibration", metavar="PNG",
-                   help="also compare the policy's cost critic Q^c(s, a) with the discounted cost-to-go the dataset "
-                        "(--data) realised: bias (> 0: pessimistic), centred RMSE and correlation in the output "
-                        "(JSON key calibration), a reliability plot to this PNG")
-    p.add_argument("--calibrate-cost", choices=CALIBRATIONS, metavar="MODE",
-                   help="before acting, set the shift of the policy's cost critic from its bias on the dataset "
-                        "(--data): 'pessimism' removes measured pessimism only (training's default), 'mean' the "
-                        "bias either way, 'none' no shift (docs/paper.md, 'Calibrated Q^c'). Default: the "
-                        "checkpoint's shift, set by its training's cost_calibration. The shift acted with is in the "
-                        "output (JSON key cost_shift; with several --critic, in the offline entry)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table (one critic: its results; "
-                   "several: critic -> results)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table (the results; an algorithm's "
+                   "flags may add to them, e.g. CAPS's several --critic: critic -> results)")
     p.add_argument("--out", help="also write that JSON to this file (atomically; checked before any rollout)")
     p.add_argument("--no-verify", dest="verify", action="store_false",
                    help="load a checkpoint without manifest.json (and a --data dataset without checksums) without "
                         "checking their files (logged)")
-    return p.parse_args(argv)
+    for extension in extensions():
+        p.add_extension_arguments(extension)
+    return p
+
+
+def extensions() -> list[AlgorithmExtension]:
+    """One extension of each kind among the registry's entries (the hooks of the algorithms that add any)."""
+    return list({type(e): e for e in (entry.extension for entry in ALGORITHMS.values())}.values())
+
+
+def policy_extension(policy: Any) -> AlgorithmExtension:
+    """The extension of the algorithm whose deployable policy ``policy`` is."""
+    return next(entry.extension for entry in ALGORITHMS.values()
+                if entry.policy_path and type(policy) is entry.policy_class)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     from rllib_caps.algorithms.registry import load_policy
-    from rllib_caps.data import TransitionDataset
 
-    args = parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     bad = [k for k in args.thresholds or [] if not k >= 0]
     if args.episodes < 1 or bad:
         print(f"error: --thresholds must be >= 0 (got {bad})" if bad else "error: --episodes must be >= 1",
               file=sys.stderr)
         return 2
-    critics = list(dict.fromkeys(args.critic))
-    outputs = {flag: path for flag, path in (("--out", args.out), ("--calibration", args.calibration)) if path}
+    outputs = {"--out": args.out} if args.out else {}
+    for extension in extensions():
+        outputs |= extension.evaluate_outputs(args)
     try:
         with contextlib.ExitStack() as claimed:
             try:
-                settings = FQESettings(steps=args.fqe_steps, batch_size=args.fqe_batch_size)
                 check_distinct(outputs)
                 for flag, path in outputs.items():
-                    check_output(path, flag, {"--checkpoint": args.checkpoint, "--data": args.data}, file=True)
+                    check_output(path, flag, {"--checkpoint": args.checkpoint}, file=True)
                 policy = load_policy(args.checkpoint, verify=args.verify)
                 if not (args.task or policy.task):
                     raise ValueError(f"{args.checkpoint}: trained on a custom env; pass --task")
                 task = get_task(args.task or policy.task)
                 check_task_fits(policy, task, args.checkpoint, allow_mismatch=args.allow_task_mismatch)
-                if args.head is not None and not 0 <= args.head < policy.num_heads:
-                    raise ValueError(f"--head {args.head}: the checkpoint has heads 0 to {policy.num_heads - 1}")
-                if args.head is not None and critics != ["offline"]:
-                    raise ValueError("--head acts with one head, no critic is read: leave out --critic")
-                if critics != ["offline"] and not isinstance(policy, CriticVariantsAPI):
-                    raise ValueError(f"--critic {' '.join(critics)}: {args.checkpoint} holds a "
-                                     f"{type(policy).__name__}, which does not switch with critics")
-                for flag, asked in (("--calibration", args.calibration), ("--calibrate-cost", args.calibrate_cost)):
-                    if asked and not isinstance(policy, CostCriticAPI):
-                        raise ValueError(f"{flag}: {args.checkpoint} holds a {type(policy).__name__}, which reads "
-                                         "no cost critic")
-                dataset = None
-                recalibrates = args.calibrate_cost not in (None, "none")
-                uses = [use for use, asked in (("FQE", critics != ["offline"]), ("the cost calibration", recalibrates),
-                                               ("the calibration diagnostics", args.calibration)) if asked]
-                if uses:
-                    data = Path(args.data or Path("datasets") / task.name)
-                    for flag, path in outputs.items():
-                        check_apart(path, flag, {"--data": data})
-                    logger.info("loading %s for %s", data, " and ".join(uses))
-                    check_dataset(data, task=task.name, obs_dim=task.obs_dim, act_dim=task.act_dim,
-                                  allow_task_mismatch=args.allow_task_mismatch, verify=args.verify)
-                    dataset = TransitionDataset.from_parquet(data)
-                    if dataset.tensors[OBS].shape[1:] != policy.module.observation_space.shape:
-                        raise ValueError(f"--data {data}: observations of size {dataset.tensors[OBS].shape[1]}; "
-                                         f"the checkpoint's have {policy.module.observation_space.shape[0]}")
+                extension = policy_extension(policy)
+                for flag in parser.foreign_flags(args, extension):
+                    raise ValueError(f"{flag}: {args.checkpoint} holds a {type(policy).__name__}, whose algorithm "
+                                     f"takes no {flag}")
+                prepared = extension.prepare_evaluation(policy, task, args, outputs)
                 # claimed (one writer each) before any rollout; written when the block ends without an error
                 tmps = dict(zip(outputs, claimed.enter_context(atomic_files(*outputs.values())), strict=True))
             except (ValueError, FileNotFoundError, DatasetError, OutputExistsError, OutputNotWritableError) as err:
                 print(f"error: {err}", file=sys.stderr)
                 return 2
-            text = _evaluate_and_write(args, policy, task, critics, settings, dataset, tmps)
+            text = _evaluate_and_write(args, policy, task, extension, prepared, tmps)
     except OutputNotWritableError as err:  # a full disk while writing
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -168,43 +161,26 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _evaluate_and_write(args: argparse.Namespace, policy: Any, task: TaskSpec, critics: list[str],
-                        settings: FQESettings, dataset: Any, tmps: dict[str, Path]) -> str:
-    """Rolls ``policy`` out, writes the JSON and the calibration plot into their temporary files (``tmps``: flag ->
-    path) and returns what to print."""
+def _evaluate_and_write(args: argparse.Namespace, policy: Any, task: TaskSpec, extension: AlgorithmExtension,
+                        prepared: Any, tmps: dict[str, Path]) -> str:
+    """Evaluates ``policy`` (as its algorithm's extension does, else by the plain rollout), writes the JSON (and what
+    the extension writes) into their temporary files (``tmps``: flag -> path) and returns what to print."""
+    from rllib_caps.core.rollout import episode_seed, evaluate_policy
+
     thresholds = args.thresholds or [float(k) for k in task.thresholds]
     seed = args.seed if args.seed is not None else episode_seed(policy)
-    columns = None if dataset is None else {k: v.numpy() for k, v in dataset.tensors.items()}
-    if args.calibrate_cost is not None:
-        calibrate_cost_critic(policy, columns, args.calibrate_cost)
-    shift = policy.cost_shift if isinstance(policy, CostCriticAPI) else None
-    if shift is not None:
-        logger.info("the switching rule reads Q^c − %.4g (cost calibration)", shift)
     with interruptible("no results were written; the rollouts are deterministic, so the same command gives the "
                        "same figures"):
-        if args.head is not None or not isinstance(policy, CriticVariantsAPI):
-            results = {"offline": evaluate_policy(policy, task, thresholds, args.episodes, seed=seed,
-                                                  fixed_head=args.head)}
+        evaluation = extension.evaluate(policy, task, args, thresholds=thresholds, seed=seed, prepared=prepared,
+                                        files=tmps)
+        if evaluation is None:
+            results = evaluate_policy(policy, task, thresholds, args.episodes, seed=seed)
+            output, tables = results, [format_results_table(results, title=task.name)]
         else:
-            results = policy.evaluate_critics(dataset, task, thresholds, args.episodes, critics, settings, seed=seed)
-    if shift is not None and "offline" in results:  # the shift of the policy's own Q^c
-        results["offline"] = {**results["offline"], "cost_shift": shift}
-    output = dict(results[critics[0]] if len(critics) == 1 else results)
-    calibration = None
-    if args.calibration:
-        from rllib_caps.report.plots import plot_calibration  # matplotlib, only when asked for
-
-        calibration = dataset_calibration(policy, columns)
-        output["calibration"] = calibration.as_dict()
-        plot_calibration({"": calibration}, tmps["--calibration"],
-                         f"{task.name}: cost critic on its dataset ({calibration.rows:,} rows)")
+            output, tables = evaluation.output, evaluation.tables
     payload = json.dumps(output, indent=2)
     if args.out:
         tmps["--out"].write_text(payload + "\n")
-    tables = [format_results_table(r, title=task.name + ("" if critic == "offline" else f" ({critic} critics)"))
-              for critic, r in results.items()]
-    if calibration is not None:
-        tables.append(format_calibration(calibration, args.calibration))
     return payload if args.json else "\n\n".join(tables)
 
 

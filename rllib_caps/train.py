@@ -25,12 +25,13 @@ from rllib_caps.algorithms.registry import (
     trained_per_threshold,
 )
 from rllib_caps.core.checkpoint_size import training_run_estimate
-from rllib_caps.core.interrupts import interruptible, ray_started
 from rllib_caps.core.keys import EVALUATION_FILE, RESULTS_KEY, TIME_LIMITS
+from rllib_caps.core.ray_session import ray_started
 from rllib_caps.core.results import format_results_table
 from rllib_caps.data import DatasetError
 from rllib_caps.data.validation import check_dataset
 from rllib_caps.envs import get_task
+from rllib_caps.interrupts import interruptible
 from rllib_caps.utils.atomic import (
     OutputExistsError,
     OutputNoSpaceError,

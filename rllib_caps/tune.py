@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from rllib_caps.algorithms.registry import ALGORITHMS, defaults_text, names_where, trained_per_threshold
-from rllib_caps.core.interrupts import interruptible
 from rllib_caps.core.keys import TIME_LIMITS
 from rllib_caps.envs import SUITES, TaskSpec
+from rllib_caps.interrupts import interruptible
 from rllib_caps.report.records import REPORT_DIR, load_trials
 from rllib_caps.sweeps.grid import describe_grid
 from rllib_caps.sweeps.options import PACK_MODES, SweepError, SweepOptions, option_type, resolve_options

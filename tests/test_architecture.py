@@ -101,3 +101,28 @@ def test_the_caps_backbones_stand_alone() -> None:
     namers = {module for module, deps in graph.items()
               if {f"{CAPS}.{name}.backbone" for name in CAPS_BACKBONES} <= deps}
     assert namers == {f"{CAPS}.backbones"}
+
+
+def _edges_between(source: str, target: str) -> list[str]:
+    return [f"{module} imports {dep}" for module, deps in import_graph().items() if layer(module)[0] == source
+            for dep in deps if layer(dep)[0] == target]
+
+
+def test_utils_imports_only_utils() -> None:
+    """``utils/`` is the bottom of the package: it imports nothing of ``data/``, ``envs/`` or above (its checksum is
+    its own, ``utils/checksum.py``, which the datasets' checks import)."""
+    graph = import_graph()
+    assert "rllib_caps.utils.checksum" in graph["rllib_caps.utils.manifest"]  # the parser sees utils' own imports
+    wrong = [edge for target in ("envs", "data", "core", "algorithms", "sweeps", "report", "cli")
+             for edge in _edges_between("utils", target)]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_core_imports_no_cli_module() -> None:
+    """The CLIs' signal handling is the CLIs' (``rllib_caps/interrupts.py``); ``core/`` imports no CLI module."""
+    graph = import_graph()
+    assert layer("rllib_caps.interrupts") == ("cli", CLI_LAYER)
+    assert "rllib_caps.interrupts" in graph["rllib_caps.evaluate"]  # the CLIs import it
+    assert "rllib_caps.core.ray_session" in graph["rllib_caps.interrupts"]
+    wrong = _edges_between("core", "cli")
+    assert not wrong, "\n".join(wrong)

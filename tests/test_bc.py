@@ -120,8 +120,7 @@ def test_bc_safe_is_cheaper_than_bc_all_at_a_tight_limit(ray_session, tmp_path: 
     assert safe_result["learners"]["default_policy"]["bc_loss"] < 0.5  # it learned to imitate (starts near 0.7)
     # the data's median episode costs 52; BC-Safe imitates only the 43 of 314 episodes with cost <= 10
     assert safe_eval["thresholds"]["10"]["cost"] < all_eval["thresholds"]["10"]["cost"]
-    assert safe_eval["thresholds"]["10"]["head_usage"] == {"0": 1.0}
-    assert "predicted_cost" not in safe_eval["thresholds"]["10"]  # no cost critic: no Q^c to compare
+    assert not {"head_usage", "predicted_cost"} & set(safe_eval["thresholds"]["10"])  # no heads, no cost critic
 
     obs = TransitionDataset.from_parquet(BUNDLED).tensors["obs"][:16]
     before = bc_safe.get_module().actions(obs)

@@ -1,4 +1,4 @@
-"""Calibration of the cost critic on its dataset (``rllib_caps.core.calibration``): the realised discounted
+"""Calibration of the cost critic on its dataset (``rllib_caps.algorithms.caps.calibration``): the realised discounted
 cost-to-go by hand, the bias / centred-error split, CAPS's critic as the switching rule reads it, and
 ``evaluate --calibration``."""
 
@@ -12,9 +12,7 @@ import pytest
 import torch
 from test_caps_module import OBS, make_module
 
-from rllib_caps.algorithms.caps.policy import CAPSPolicy
-from rllib_caps.algorithms.caps.torch.default_caps_torch_rl_module import DefaultCAPSTorchRLModule
-from rllib_caps.core.calibration import (
+from rllib_caps.algorithms.caps.calibration import (
     CALIBRATIONS,
     calibrate,
     calibrate_cost_critic,
@@ -22,6 +20,8 @@ from rllib_caps.core.calibration import (
     dataset_calibration,
     discounted_cost_to_go,
 )
+from rllib_caps.algorithms.caps.policy import CAPSPolicy
+from rllib_caps.algorithms.caps.torch.default_caps_torch_rl_module import DefaultCAPSTorchRLModule
 from rllib_caps.data import TransitionDataset
 
 BUNDLED = Path(__file__).resolve().parents[1] / "datasets" / "BallCircle"

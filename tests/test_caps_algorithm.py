@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
+from rllib_caps.algorithms.caps.calibration import dataset_calibration
 from rllib_caps.algorithms.caps.policy import CAPSPolicy
 from rllib_caps.algorithms.registry import build_config
-from rllib_caps.core.calibration import dataset_calibration
 from rllib_caps.core.rollout import evaluate_policy
 from rllib_caps.data import TransitionDataset
 from rllib_caps.envs.tasks import get_task
@@ -121,7 +121,7 @@ def test_learning_on_bundled_dataset(ray_session, tmp_path):
     algo.stop()
     policy = CAPSPolicy.from_checkpoint(tmp_path / "ckpt")
     results = evaluate_policy(policy, task, [10, 20, 40], episodes=10, progress=False)
-    cost_head = evaluate_policy(policy, task, [40], episodes=10, fixed_head=1, progress=False)
+    cost_head = evaluate_policy(policy.with_head(1), task, [40], episodes=10, progress=False)
     costs = [results["thresholds"][k]["cost"] for k in ("10", "20", "40")]
     assert costs[0] <= costs[1] <= costs[2], costs
     assert costs[2] > costs[0], costs
@@ -140,7 +140,7 @@ def test_sacbc_learns_on_bundled_dataset_safe_at_every_threshold(ray_session, tm
     policy = CAPSPolicy.from_checkpoint(tmp_path / "ckpt")
     assert policy.module.backbone == "sacbc" and policy.module.clamp_cost_q
     results = evaluate_policy(policy, task, [10, 20, 40], episodes=10, progress=False)
-    cost_head = evaluate_policy(policy, task, [40], episodes=10, fixed_head=1, progress=False)
+    cost_head = evaluate_policy(policy.with_head(1), task, [40], episodes=10, progress=False)
     for kappa in (10, 20, 40):
         score = results["thresholds"][str(kappa)]
         assert score["cost"] <= kappa, (kappa, score)

@@ -13,12 +13,13 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
 from rllib_caps.algorithms.caps.caps import CAPSConfig
+from rllib_caps.algorithms.caps.keys import HEAD
 from rllib_caps.algorithms.caps.policy import CAPSPolicy
-from rllib_caps.algorithms.caps.switching import select_heads
+from rllib_caps.algorithms.caps.switching import DEFAULT_HEAD_SELECTION, select_heads
 from rllib_caps.algorithms.caps.torch.default_caps_torch_rl_module import DefaultCAPSTorchRLModule
 from rllib_caps.core.budget import remaining_budget_threshold
 from rllib_caps.core.budget_connector import CostBudget
-from rllib_caps.core.keys import COST_SPENT, HEAD, STEP
+from rllib_caps.core.keys import COST_SPENT, STEP
 
 OBS, ACT = 6, 2
 
@@ -31,7 +32,8 @@ def make_module(num_heads: int = 4, shared: bool = True, inference_only: bool = 
         observation_space=obs_space, action_space=act_space, inference_only=inference_only,
         model_config={"hidden": [16, 16], "num_heads": num_heads, "shared_actor": shared,
                       "learn_std": implementation == "paper", "cost_maximize": implementation == "code",
-                      "gamma": 0.99, "horizon": 50, "time_limit": time_limit, "task": None, **extra},
+                      "gamma": 0.99, "horizon": 50, "time_limit": time_limit, "task": None,
+                      "head_selection": "q_reward", **extra},  # the paper's rule (Eq. 4), which these tests check
     )
     if not inference_only:
         module.make_target_networks()
@@ -73,7 +75,8 @@ def test_forward_inference_is_the_switching_rule_on_head_values():
     spent, step = torch.rand(64) * 4, torch.randint(0, 50, (64,)).float()
     out = module.forward_inference({Columns.OBS: obs, COST_SPENT: spent, STEP: step})
     means, q_reward, q_cost = module.head_values(obs, step)
-    expected = select_heads(q_reward, q_cost, remaining_budget_threshold(3.0, spent, step, 50, 0.99))
+    expected = select_heads(q_reward, q_cost, remaining_budget_threshold(3.0, spent, step, 50, 0.99),
+                            module.head_selection)
     torch.testing.assert_close(out[HEAD], expected)
     torch.testing.assert_close(out[Columns.ACTIONS], means[torch.arange(64), expected])
     assert out[Columns.ACTIONS].abs().max() <= 1.0
@@ -196,3 +199,17 @@ def test_head_order_selection_acts_with_the_first_feasible_head_and_can_be_set_a
     assert by_order.eq(0).all()
     with pytest.raises(ValueError, match="head_selection must be one of"):
         policy.head_selection = "best"
+
+
+def test_head_selection_has_one_default():
+    """``switching.DEFAULT_HEAD_SELECTION`` is the config's default, the rule's, and what a module whose
+    ``model_config`` names none acts with."""
+    import inspect
+
+    assert CAPSConfig().head_selection == DEFAULT_HEAD_SELECTION == "head_order"
+    assert inspect.signature(select_heads).parameters["selection"].default == DEFAULT_HEAD_SELECTION
+    named = make_module()
+    config = {k: v for k, v in named.model_config.items() if k != "head_selection"}
+    module = DefaultCAPSTorchRLModule(observation_space=named.observation_space, action_space=named.action_space,
+                                      model_config=config)
+    assert module.head_selection == DEFAULT_HEAD_SELECTION

@@ -6,6 +6,7 @@ realised cost (slow)."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -278,8 +279,6 @@ def test_policy_targets_fall_by_the_reward_and_cost_it_is_given(learner) -> None
     policy = CDTPolicy(learner.module["default_policy"])
     with pytest.raises(RuntimeError, match="call reset"):
         policy.act(np.zeros(8))
-    with pytest.raises(ValueError, match="fixed_head"):
-        policy.reset(threshold=10.0, fixed_head=1)
     policy.reset(threshold=20.0)
     policy.act(np.zeros(8))
     policy.act(np.ones(8), 1.0, reward=6.0)
@@ -306,7 +305,9 @@ def test_checkpoint_round_trip_deploys_the_same_policy(ray_session, tmp_path: Pa
     algo = config.build_algo()
     try:
         result = algo.train()
-        assert result["evaluation"]["dsrl"]["thresholds"]["10"]["episodes"] == 1  # the connector fed the runner
+        evaluated = result["evaluation"]["dsrl"]["thresholds"]["10"]
+        assert evaluated["episodes"] == 1  # the connector fed the runner
+        assert not {"head_usage", "predicted_cost"} & set(evaluated)  # no head to count, no cost critic: no extras
         algo.save_to_path(tmp_path / "ckpt")
         module = algo.get_module()
     finally:
@@ -324,7 +325,13 @@ def test_checkpoint_round_trip_deploys_the_same_policy(ray_session, tmp_path: Pa
     batch = {k: torch.from_numpy(v[None]) for k, v in context.window().items()}
     assert np.allclose(action, module.eval().transformer.act(batch).numpy()[0], atol=1e-6)
     assert evaluate_main(["--checkpoint", str(tmp_path / "ckpt"), "--critic", "fqe-reward"]) == 2
-    assert "which does not switch with critics" in capsys.readouterr().err
+    assert "--critic: " in (err := capsys.readouterr().err) and "CDTPolicy, whose algorithm takes no --critic" in err
+    assert evaluate_main(["--checkpoint", str(tmp_path / "ckpt"), "--head", "0"]) == 2  # CAPS's flag: refused
+    assert "takes no --head" in capsys.readouterr().err
+    assert evaluate_main(["--checkpoint", str(tmp_path / "ckpt"), "--thresholds", "10", "--episodes", "1",
+                          "--json"]) == 0
+    ray_free = json.loads(capsys.readouterr().out)["thresholds"]["10"]
+    assert ray_free["episodes"] == 1 and not {"head_usage", "predicted_cost", "cost_shift"} & set(ray_free)
 
 
 @pytest.mark.slow

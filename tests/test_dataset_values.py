@@ -18,16 +18,17 @@ import pytest
 from test_caps_module import OBS, make_module
 
 from data_conversion.dsrl_format import DsrlFormatError, read_dsrl_hdf5, write_dsrl_hdf5
+from rllib_caps.algorithms.caps.calibration import finite_shift
 from rllib_caps.algorithms.caps.export import export_onnx
 from rllib_caps.algorithms.caps.policy import CAPSPolicy
-from rllib_caps.core.calibration import finite_shift
 from rllib_caps.data import DatasetError, TransitionDataset
 from rllib_caps.data.schema import ACTIONS, COSTS, REWARDS, arrow_table
 from rllib_caps.data.schema import OBS as OBS_COLUMN
-from rllib_caps.data.validation import check_dataset, file_sha256
+from rllib_caps.data.validation import check_dataset
 from rllib_caps.data.values import MIN_ROWS, column_problem, size_problem
 from rllib_caps.envs import get_task
 from rllib_caps.onnx_runtime import ONNXCAPSPolicy
+from rllib_caps.utils.checksum import file_sha256
 
 BUNDLED = Path(__file__).resolve().parents[1] / "datasets" / "BallCircle"
 

@@ -27,11 +27,11 @@ from test_interrupts import ray_of_its_own
 from test_tune import TINY_TRAINING
 
 from rllib_caps.algorithms.registry import build_config, get_algorithm
-from rllib_caps.core.interrupts import STOP_GRACE_S
 from rllib_caps.report import load_trials, write_report
 from rllib_caps.sweeps.options import SweepOptions
 from rllib_caps.sweeps.runner import run_sweep
 from rllib_caps.sweeps.state_backup import KEPT_CHECKPOINTS
+from rllib_caps.utils.signals import STOP_GRACE_S
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLED = ROOT / "datasets" / "BallCircle"

@@ -23,10 +23,10 @@ from test_interrupts import ray_of_its_own
 from data_conversion.dsrl_format import write_dsrl_hdf5
 from data_conversion.fetch import Outcome, conversion_memory, current_dataset, format_outcomes, prepare_datasets
 from data_conversion.sources import DirSource, FetchError, HubSource, UrlSource, parse_source, parse_sums
-from rllib_caps.data.validation import file_sha256
 from rllib_caps.envs.compat.dsrl import dataset_file_name, hub_url_prefix, load_infos
 from rllib_caps.envs.tasks import get_task
 from rllib_caps.report.records import load_trials
+from rllib_caps.utils.checksum import file_sha256
 
 TASKS = ("BallCircle", "CarRun", "DroneRun")  # obs/act 8/2, 7/2, 17/4
 ROWS, EPISODES = 300, 6  # of episode_arrays

@@ -1,5 +1,5 @@
-"""Ctrl+C and SIGTERM (``rllib_caps.core.interrupts``): one line saying what was kept, exit 130 or 143, nothing
-half-written, and no Ray process left behind."""
+"""Ctrl+C and SIGTERM (``rllib_caps.interrupts``, ``rllib_caps.utils.signals``): one line saying what was kept,
+exit 130 or 143, nothing half-written, and no Ray process left behind."""
 
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from rllib_caps.core import interrupts
-from rllib_caps.core.interrupts import interruptible, tune_stops_on_interrupt
+from rllib_caps import interrupts
+from rllib_caps.interrupts import interruptible
+from rllib_caps.utils.signals import Interrupted, signals_held, tune_stops_on_interrupt
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -63,16 +64,16 @@ def test_tune_stops_on_the_first_signal_and_the_command_unwinds_once_it_has(monk
         signal.signal(signal.SIGUSR1, lambda signum, _frame: asked.append(signum))  # Tune's loop is running
         signal.raise_signal(signal.SIGTERM)
         assert asked == [signal.SIGTERM] and interrupt.signum == signal.SIGTERM  # fit goes on to save its state
-        with pytest.raises(interrupts.Interrupted):
+        with pytest.raises(Interrupted):
             signal.raise_signal(signal.SIGINT)  # a second signal does not wait
-    with pytest.raises(interrupts.Interrupted) as unwound:
+    with pytest.raises(Interrupted) as unwound:
         interrupt.raise_if_received()
     assert unwound.value.signum == signal.SIGTERM
     assert {s: signal.getsignal(s) for s in before} == before and "TUNE_DISABLE_SIGINT_HANDLER" not in os.environ
 
 
 def test_a_signal_before_tunes_loop_starts_unwinds_at_once() -> None:
-    with pytest.raises(interrupts.Interrupted) as unwound, tune_stops_on_interrupt():
+    with pytest.raises(Interrupted) as unwound, tune_stops_on_interrupt():
         signal.raise_signal(signal.SIGINT)
     assert unwound.value.signum == signal.SIGINT
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
@@ -84,11 +85,11 @@ def test_signals_held_while_ray_starts_or_stops_take_effect_when_it_is_done() ->
     received: list[int] = []
     previous = signal.signal(signal.SIGTERM, lambda signum, _frame: received.append(signum))
     try:
-        with interrupts.signals_held():
+        with signals_held():
             signal.raise_signal(signal.SIGTERM)
             assert received == []
         assert received == [signal.SIGTERM]
-        with pytest.raises(KeyboardInterrupt), interrupts.signals_held():
+        with pytest.raises(KeyboardInterrupt), signals_held():
             signal.raise_signal(signal.SIGINT)
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     finally:

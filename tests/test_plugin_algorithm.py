@@ -71,14 +71,13 @@ from rllib_caps.core.deployment import DeployedPolicy
 
 class ToyBCPolicy(DeployedPolicy):
     module_class = DefaultBCTorchRLModule
-    num_heads = 1
 
-    def reset(self, threshold: float, batch_size: int = 1, fixed_head: int | None = None) -> None:
-        self.last_heads = np.zeros(batch_size, dtype=np.int64)
+    def reset(self, threshold: float, batch_size: int = 1) -> None:
+        self.batch_size = batch_size
 
     @torch.no_grad()
     def act(self, obs: np.ndarray, cost: float = 0.0, reward: float = 0.0) -> np.ndarray:
-        batch = torch.from_numpy(self.observation_batch(obs, len(self.last_heads)))
+        batch = torch.from_numpy(self.observation_batch(obs, self.batch_size))
         actions = self.module.forward_inference({Columns.OBS: batch})[Columns.ACTIONS].numpy()
         return self.env_actions(actions, single=np.ndim(obs) == 1)
 ''',

@@ -112,7 +112,8 @@ def test_vector_env_with_next_step_autoreset_keeps_each_episodes_budget() -> Non
     module = DefaultCAPSTorchRLModule(
         observation_space=probe.observation_space, action_space=probe.action_space,
         model_config={"hidden": [16, 16], "num_heads": 3, "shared_actor": True, "learn_std": True,
-                      "cost_maximize": False, "gamma": 0.99, "horizon": task.max_episode_steps, "task": task.name})
+                      "cost_maximize": False, "gamma": 0.99, "horizon": task.max_episode_steps, "task": task.name,
+                      "head_selection": "q_reward"})  # Q^r's ranking: these untrained heads then incur costs
     batched = CAPSPolicy(module)
     batched.reset(kappa, batch_size=n)
     envs = gymnasium.vector.SyncVectorEnv([lambda: make_env(task) for _ in range(n)],

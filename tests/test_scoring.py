@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from rllib_caps.algorithms.caps.extension import CAPSExtension
 from rllib_caps.core.scoring import (
     EpisodeOutcome,
     ThresholdResult,
@@ -33,15 +34,19 @@ def test_normalized_cost_epsilon_only_at_zero_threshold() -> None:
     assert normalized_cost(0.0, 0.0) <= 1.0  # zero cost under a zero budget counts as safe
 
 
+def _caps_metrics(counts: tuple[int, ...], predicted: float = 0.0) -> dict[str, object]:
+    return {"head_counts": counts, "predicted_cost": predicted, "discounted_cost": predicted / 2}
+
+
 def _outcomes() -> list[EpisodeOutcome]:
     return [
-        EpisodeOutcome(reward=100.0, cost=8.0, length=200, head_counts=(150, 50)),
-        EpisodeOutcome(reward=200.0, cost=12.0, length=100, head_counts=(30, 70)),
-        EpisodeOutcome(reward=300.0, cost=10.0, length=150, head_counts=(100, 50)),
+        EpisodeOutcome(reward=100.0, cost=8.0, length=200, metrics=_caps_metrics((150, 50), 3.0)),
+        EpisodeOutcome(reward=200.0, cost=12.0, length=100, metrics=_caps_metrics((30, 70), 6.0)),
+        EpisodeOutcome(reward=300.0, cost=10.0, length=150, metrics=_caps_metrics((100, 50), 9.0)),
     ]
 
 
-def test_summarize_means_and_usage() -> None:
+def test_summarize_means() -> None:
     res = summarize(_outcomes(), threshold=20.0, min_reward=0.0, max_reward=400.0)
     assert res.threshold == 20.0 and res.episodes == 3
     assert res.reward == pytest.approx(200.0)
@@ -50,8 +55,14 @@ def test_summarize_means_and_usage() -> None:
     assert res.normalized_cost == pytest.approx(0.5)  # normalised from the mean cost
     assert res.safe is True
     assert res.mean_length == pytest.approx(150.0)
-    assert res.head_usage == pytest.approx((280 / 450, 170 / 450))  # pooled steps, not per-episode means
-    assert sum(res.head_usage) == pytest.approx(1.0)
+    assert res.extras == {}  # without an extension: no extra results
+
+
+def test_summarize_with_the_caps_extension_pools_head_usage() -> None:
+    res = summarize(_outcomes(), threshold=20.0, min_reward=0.0, max_reward=400.0, extension=CAPSExtension())
+    usage = res.extras["head_usage"]
+    assert [usage["0"], usage["1"]] == pytest.approx([280 / 450, 170 / 450])  # pooled steps, not per-episode means
+    assert res.extras["predicted_cost"] == pytest.approx(6.0) and res.extras["discounted_cost"] == pytest.approx(3.0)
 
 
 def test_summarize_safe_boundary() -> None:
@@ -60,22 +71,20 @@ def test_summarize_safe_boundary() -> None:
     assert summarize(_outcomes(), threshold=10.0, min_reward=0.0, max_reward=400.0).normalized_cost == 1.0
     assert summarize(_outcomes(), threshold=9.99, min_reward=0.0, max_reward=400.0).safe is False
     # κ = 0 with zero cost: (0 + 1) / (0 + 1) = 1 → safe; any cost → unsafe.
-    zero = [EpisodeOutcome(reward=1.0, cost=0.0, length=5, head_counts=(0, 5))]
+    zero = [EpisodeOutcome(reward=1.0, cost=0.0, length=5)]
     assert summarize(zero, threshold=0.0, min_reward=0.0, max_reward=10.0).safe is True
-    one = [EpisodeOutcome(reward=1.0, cost=1.0, length=5, head_counts=(0, 5))]
+    one = [EpisodeOutcome(reward=1.0, cost=1.0, length=5)]
     assert summarize(one, threshold=0.0, min_reward=0.0, max_reward=10.0).normalized_cost == pytest.approx(2.0)
     assert summarize(one, threshold=0.0, min_reward=0.0, max_reward=10.0).safe is False
 
 
 def test_summarize_head_usage_with_more_heads_and_zero_counts() -> None:
-    outs = [EpisodeOutcome(reward=0.0, cost=0.0, length=4, head_counts=(4, 0, 0, 0)),
-            EpisodeOutcome(reward=0.0, cost=0.0, length=4, head_counts=(0, 0, 1, 3))]
-    res = summarize(outs, threshold=10.0, min_reward=0.0, max_reward=1.0)
-    assert res.head_usage == pytest.approx((0.5, 0.0, 0.125, 0.375))
-    assert sum(res.head_usage) == pytest.approx(1.0)
+    caps = CAPSExtension()
+    usage = caps.threshold_metrics([_caps_metrics((4, 0, 0, 0)), _caps_metrics((0, 0, 1, 3))])["head_usage"]
+    assert usage == pytest.approx({"0": 0.5, "1": 0.0, "2": 0.125, "3": 0.375})
+    assert sum(usage.values()) == pytest.approx(1.0)
     # Zero-length episodes do not divide by zero.
-    empty = [EpisodeOutcome(reward=0.0, cost=0.0, length=0, head_counts=(0, 0))]
-    assert summarize(empty, threshold=10.0, min_reward=0.0, max_reward=1.0).head_usage == (0.0, 0.0)
+    assert caps.threshold_metrics([_caps_metrics((0, 0))])["head_usage"] == {"0": 0.0, "1": 0.0}
 
 
 def test_summarize_rejects_no_episodes() -> None:
@@ -84,9 +93,10 @@ def test_summarize_rejects_no_episodes() -> None:
 
 
 def test_threshold_result_to_dict() -> None:
-    d = summarize(_outcomes(), threshold=20.0, min_reward=0.0, max_reward=400.0).to_dict()
+    d = summarize(_outcomes(), threshold=20.0, min_reward=0.0, max_reward=400.0, extension=CAPSExtension()).to_dict()
     assert d["safe"] == 1.0 and isinstance(d["safe"], float)
-    assert d["head_usage"] == pytest.approx({"0": 280 / 450, "1": 170 / 450})
+    assert d["head_usage"] == pytest.approx({"0": 280 / 450, "1": 170 / 450})  # the extra results, merged in
+    assert "extras" not in d and "head_usage" not in summarize(_outcomes(), 20.0, 0.0, 400.0).to_dict()
     assert d["threshold"] == 20.0 and d["episodes"] == 3
     unsafe = summarize(_outcomes(), threshold=5.0, min_reward=0.0, max_reward=400.0).to_dict()
     assert unsafe["safe"] == 0.0
@@ -94,7 +104,7 @@ def test_threshold_result_to_dict() -> None:
 
 def _result(norm_reward: float, norm_cost: float) -> ThresholdResult:
     return ThresholdResult(threshold=10.0, episodes=1, reward=0.0, cost=0.0, normalized_reward=norm_reward,
-                           normalized_cost=norm_cost, safe=norm_cost <= 1.0, head_usage=(1.0,), mean_length=1.0)
+                           normalized_cost=norm_cost, safe=norm_cost <= 1.0, mean_length=1.0)
 
 
 def test_average_over_thresholds() -> None:

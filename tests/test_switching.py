@@ -135,7 +135,7 @@ def test_matches_python_reference_with_many_ties(num_heads: int) -> None:
     q_r = rng.integers(0, 4, size=(500, num_heads)).astype(np.float64)
     q_c = rng.integers(0, 6, size=(500, num_heads)).astype(np.float64)
     thr = rng.integers(0, 6, size=500).astype(np.float64)
-    got = select_heads(torch.from_numpy(q_r), torch.from_numpy(q_c), torch.from_numpy(thr)).numpy()
+    got = select_heads(torch.from_numpy(q_r), torch.from_numpy(q_c), torch.from_numpy(thr), "q_reward").numpy()
     want = [_reference_select(q_r[i], q_c[i], thr[i]) for i in range(500)]
     np.testing.assert_array_equal(got, want)
 

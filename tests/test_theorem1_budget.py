@@ -32,7 +32,7 @@ import torch
 from cmdp import CMDP, cost_variation, policy_cost
 from test_theorem1 import KAPPAS, TOL, Instance, caps_policy, make_instances
 
-from rllib_caps.algorithms.caps.switching import select_heads
+from rllib_caps.algorithms.caps.switching import DEFAULT_HEAD_SELECTION, select_heads
 from rllib_caps.core.budget import BudgetTracker, remaining_budget_threshold
 
 NEAR_ONE = 1.0 - 1e-9
@@ -237,7 +237,7 @@ def test_bookkept_policy_with_discounted_critic(stochastic: bool, gamma: float) 
             agent = BookkeptCAPS(inst.heads, inst.q, inst.q_reward, kappa, gamma, n_paths)
             roll = run_episodes(m, agent)
             live = roll.live
-            table, _, _ = fh.caps_decisions(inst, kappa)
+            table, _, _ = fh.caps_decisions(inst, kappa, selection=DEFAULT_HEAD_SELECTION)  # the agent's rule
             values = fh.discounted_policy_cost(m, table, gamma)
             tail = tails(m, roll, gamma)
             tail_on_rate = np.ones(live.shape, dtype=bool)

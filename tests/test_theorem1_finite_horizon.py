@@ -34,9 +34,9 @@ import pytest
 import torch
 from cmdp import CMDP, cost_optimal_policy, optimal_cost, policy_cost, random_cmdp, reachable
 
+from rllib_caps.algorithms.caps.calibration import calibration_shift
 from rllib_caps.algorithms.caps.switching import HEAD_SELECTIONS, select_heads
 from rllib_caps.core.budget import remaining_budget_threshold
-from rllib_caps.core.calibration import calibration_shift
 
 KAPPAS = (0.0, 1.0, 2.5, 4.0, 6.0, 9.0)
 GAMMAS = (0.9, 0.99)
@@ -387,7 +387,7 @@ def test_infinite_critic_needs_the_factor_more_budget_at_constant_rate(t: int, f
         assert np.all(q_inf < thr) == infinite_ok
 
 
-# ------------------------------------- 4. the calibrated critic (core.calibration, docs/paper.md "Calibrated Q^c")
+# ----------------------------- 4. the calibrated critic (caps/calibration.py, docs/paper.md "Calibrated Q^c")
 def behaviour_bias(inst: Instance, behaviour: np.ndarray, q_critic: np.ndarray) -> float:
     """``calibrate``'s bias on an unlimited dataset of a behaviour policy β's episodes (uniform start states):
     the mean over β's occupancy of ``q_critic_t(s, β_t(s)) − Q^{β,γ}_t(s, β_t(s))``, the realised discounted

@@ -144,7 +144,7 @@ def test_undiscounted_cost_critic_is_compared_with_the_remaining_budget_itself()
     _, q_reward, q_cost = module.head_values(obs, steps)
     for kappa in (spent + q_cost.min(-1).values + 1e-4, spent + q_cost.median(-1).values + 1e-4):
         _, heads = module.switching_actions(obs, spent, steps, kappa)
-        assert torch.equal(heads, select_heads(q_reward, q_cost, kappa - spent))
+        assert torch.equal(heads, select_heads(q_reward, q_cost, kappa - spent, module.head_selection))
     discounted = remaining_budget_threshold(kappa, spent, steps, horizon=50, gamma=0.99)
     assert not torch.allclose(discounted, kappa - spent)  # what γ_c = γ = 0.99 would have compared against
 

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rllib_caps.core.calibration import CostCriticAPI
-from rllib_caps.core.critic_variants import CRITICS, CriticVariantsAPI
+from rllib_caps.algorithms.caps.critic_variants import CRITICS
 
 # Friendly setting names (CLI flags, the sweep YAML's `training`) -> the config attributes they set.
 SETTING_ALIASES = {
@@ -89,16 +88,6 @@ class AlgorithmEntry:
         if not self.reference_loop:
             raise ValueError(f"{self.name} has no plain-PyTorch reference loop")
         return _resolve(self.reference_loop)
-
-    @property
-    def evaluates_critics(self) -> bool:
-        """Whether its deployable policy can also act with critics fitted after training (``CriticVariantsAPI``)."""
-        return bool(self.policy_path) and issubclass(self.policy_class, CriticVariantsAPI)
-
-    @property
-    def reads_cost_critic(self) -> bool:
-        """Whether its deployable policy switches on a cost critic it can report (``CostCriticAPI``)."""
-        return bool(self.policy_path) and issubclass(self.policy_class, CostCriticAPI)
 
     @property
     def policy_class(self) -> type:

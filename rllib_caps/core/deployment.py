@@ -121,12 +121,15 @@ def load_module(path: str | Path, module_classes: Sequence[type[RLModule]], *, v
 
 class DeployedPolicy:
     """Base of the deployable policies: ``module`` (on CPU, eval mode) and what the rollouts and the evaluate CLI
-    read of it. ``module_class`` is the RLModule class a subclass deploys."""
+    read of it. ``module_class`` is the RLModule class a subclass deploys. ``last_outputs``: name -> per-env array
+    of what the last ``act`` computed besides the actions, which the module's extension turns into extra results
+    (``core.extension.AlgorithmExtension.episode_metrics``; none by default)."""
 
     module_class: ClassVar[type[RLModule]]
 
     def __init__(self, module: RLModule) -> None:
         self.module = module.eval()
+        self.last_outputs: dict[str, np.ndarray] = {}
 
     @classmethod
     def from_checkpoint(cls, path: str | Path, *, verify: bool = True) -> Any:

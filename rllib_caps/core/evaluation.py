@@ -3,8 +3,9 @@ offline safe algorithm here (``OfflineSafeConfig.custom_evaluation_function``).
 
 For each κ a module that takes κ at deployment is told it (``CostThresholdAPI``), the runners roll out
 ``evaluation_duration`` episodes from the same seeds, and each episode is reduced to an ``EpisodeOutcome``
-on its runner. Results go to ``evaluation/dsrl/thresholds/<κ>/...`` and ``evaluation/dsrl/mean`` (the
-schema of ``rllib_caps.core.results``), plus RLlib's usual ``evaluation/env_runners`` episode statistics.
+on its runner (with the extra metrics of the module's extension, e.g. CAPS's head usage). Results go to
+``evaluation/dsrl/thresholds/<κ>/...`` and ``evaluation/dsrl/mean`` (the schema of ``rllib_caps.core.results``),
+plus RLlib's usual ``evaluation/env_runners`` episode statistics.
 """
 
 from __future__ import annotations
@@ -25,30 +26,23 @@ from tqdm import tqdm
 
 from rllib_caps.core.budget import info_cost
 from rllib_caps.core.cost_threshold_api import tell_cost_threshold
-from rllib_caps.core.keys import HEAD, PREDICTED_COST, RESULTS_KEY
+from rllib_caps.core.extension import module_extension
+from rllib_caps.core.keys import RESULTS_KEY
 from rllib_caps.core.results import results_dict
 from rllib_caps.core.scoring import EpisodeOutcome, summarize
 
 
-def episode_outcomes(episodes: Iterable[Any], num_heads: int, cost_gamma: float | None = None
-                     ) -> list[EpisodeOutcome]:
-    """Undiscounted return, summed ``info["cost"]``, length and per-head step counts of each episode; for a
-    module with a cost critic (its ``cost_gamma`` given, and ``PREDICTED_COST`` among its outputs) also Q^c at
-    the first step and the episode's cost discounted by ``cost_gamma``, what that Q^c predicts."""
+def episode_outcomes(episodes: Iterable[Any], module: Any) -> list[EpisodeOutcome]:
+    """Undiscounted return, summed ``info["cost"]`` and length of each episode, and the extra metrics that
+    ``module``'s extension derives from its extra model outputs and costs (``AlgorithmExtension.episode_metrics``)."""
+    extension = module_extension(type(module))
     outcomes = []
     for episode in episodes:
         infos = episode.get_infos()[1:]  # infos[0] comes from reset
         costs = np.array([info_cost(info) for info in infos], dtype=np.float64)
-        heads = np.asarray(episode.get_extra_model_outputs(HEAD), dtype=np.int64).reshape(-1)
-        predicts = cost_gamma is not None and PREDICTED_COST in episode.extra_model_outputs
-        outcomes.append(EpisodeOutcome(
-            reward=float(episode.get_return()),
-            cost=float(costs.sum()),
-            length=len(episode),
-            head_counts=tuple(int(c) for c in np.bincount(heads, minlength=num_heads)),
-            predicted_cost=float(np.asarray(episode.get_extra_model_outputs(PREDICTED_COST, 0))) if predicts else None,
-            discounted_cost=float(costs @ cost_gamma ** np.arange(len(costs))) if predicts else None,
-        ))
+        outputs = {name: np.asarray(episode.get_extra_model_outputs(name)) for name in episode.extra_model_outputs}
+        outcomes.append(EpisodeOutcome(reward=float(episode.get_return()), cost=float(costs.sum()),
+                                       length=len(episode), metrics=extension.episode_metrics(module, outputs, costs)))
     return outcomes
 
 
@@ -63,14 +57,15 @@ def evaluate_at_thresholds(algorithm: Any, eval_runners: Any) -> tuple[dict, int
     task = config.task
     min_reward, max_reward = (task.min_reward, task.max_reward) if task else (0.0, 1.0)
     summaries, all_outcomes = [], []
+    extension = module_extension(config.get_default_rl_module_spec().module_class)
     bar = tqdm(config.thresholds, desc=f"evaluate {config.env}", unit="κ", disable=None)  # off when not a terminal
     for threshold in bar:
         bar.set_postfix(kappa=f"{threshold:g}", episodes=config.evaluation_duration)
         eval_runners.foreach_env_runner(lambda er, k=threshold: tell_cost_threshold(er.module, k),
                                         local_env_runner=True)
-        outcomes = _sample_outcomes(eval_runners, config.evaluation_duration, config.num_policy_heads)
+        outcomes = _sample_outcomes(eval_runners, config.evaluation_duration)
         all_outcomes += outcomes
-        summaries.append(summarize(outcomes, threshold, min_reward, max_reward))
+        summaries.append(summarize(outcomes, threshold, min_reward, max_reward, extension))
     env_steps = sum(o.length for o in all_outcomes)
     results = results_dict(summaries)
     _log_evaluation(algorithm, results, all_outcomes)
@@ -91,12 +86,11 @@ def _log_evaluation(algorithm: Any, results: dict, outcomes: list[EpisodeOutcome
     algorithm.metrics.aggregate([runner_logger.reduce()], key=(EVALUATION_RESULTS, ENV_RUNNER_RESULTS))
 
 
-def _sample_outcomes(eval_runners: Any, num_episodes: int, num_heads: int) -> list[EpisodeOutcome]:
+def _sample_outcomes(eval_runners: Any, num_episodes: int) -> list[EpisodeOutcome]:
     """Runs the episodes, split over the remote runners (or on the local one), and reduces each episode
     to an ``EpisodeOutcome`` on the runner, so little data moves."""
     def outcomes(er: Any, episodes: int) -> list[EpisodeOutcome]:
-        return episode_outcomes(er.sample(num_episodes=episodes, explore=False), num_heads,
-                                getattr(er.module, "cost_gamma", None))
+        return episode_outcomes(er.sample(num_episodes=episodes, explore=False), er.module)
 
     remote = eval_runners.num_remote_env_runners()
     if remote == 0:

@@ -163,11 +163,6 @@ class OfflineSafeConfig(ConfigHooks, AlgorithmConfig):
         return every // self.updates_per_iteration
 
     @property
-    def num_policy_heads(self) -> int:
-        """Policy heads whose use evaluation counts (1 for single-policy algorithms)."""
-        return 1
-
-    @property
     def thresholds(self) -> list[float]:
         if self.evaluation_thresholds is not None:
             return [float(k) for k in self.evaluation_thresholds]

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
+
+from rllib_caps.core.extension import AlgorithmExtension
 
 
 def normalized_reward(episode_return: float, min_reward: float, max_reward: float) -> float:
@@ -21,20 +24,19 @@ def normalized_cost(episode_cost: float, threshold: float) -> float:
 
 @dataclass(frozen=True)
 class EpisodeOutcome:
-    """What one evaluation episode produced: undiscounted return and cost, and steps per head; for a policy with a
-    cost critic also its Q^c at the first state and action, and the cost discounted by that critic's γ_c."""
+    """What one evaluation episode produced: undiscounted return and cost, length, and the extra metrics its
+    algorithm's extension derived from it (``AlgorithmExtension.episode_metrics``)."""
 
     reward: float
     cost: float
     length: int
-    head_counts: tuple[int, ...]
-    predicted_cost: float | None = None  # Q^c(s₀, a₀) of the action taken, in cost units
-    discounted_cost: float | None = None  # Σ_t γ_c^t c_t: what Q^c(s₀, a₀) predicts
+    metrics: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class ThresholdResult:
-    """Episode averages at one cost threshold κ, raw and DSRL-normalised."""
+    """Episode averages at one cost threshold κ, raw and DSRL-normalised, and the algorithm's extra results
+    (``AlgorithmExtension.threshold_metrics``)."""
 
     threshold: float
     episodes: int
@@ -43,39 +45,31 @@ class ThresholdResult:
     normalized_reward: float
     normalized_cost: float
     safe: bool
-    head_usage: tuple[float, ...]  # fraction of steps each head acted
     mean_length: float
-    predicted_cost: float | None = None  # mean Q^c at the episodes' first step (policies with a cost critic)
-    discounted_cost: float | None = None  # mean realised cost discounted by the critic's γ_c
+    extras: Mapping[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, float | dict[str, float]]:
-        """Numbers only (the safe flag as 0/1, head usage keyed by head index), as RLlib metrics need; the
-        episode-start prediction only where there is one."""
-        d = {k: v for k, v in asdict(self).items() if v is not None}
+    def to_dict(self) -> dict[str, Any]:
+        """Numbers only (the safe flag as 0/1), as RLlib metrics need, with the extra results merged in."""
+        d: dict[str, Any] = {k: v for k, v in asdict(self).items() if k != "extras"}
         d["safe"] = float(self.safe)
-        d["head_usage"] = {str(k): u for k, u in enumerate(self.head_usage)}
-        return d
+        return {**d, **self.extras}
 
 
-def summarize(outcomes: Sequence[EpisodeOutcome], threshold: float, min_reward: float,
-              max_reward: float) -> ThresholdResult:
-    """Averages episodes at one threshold; safe when the mean normalised cost is ≤ 1."""
+def summarize(outcomes: Sequence[EpisodeOutcome], threshold: float, min_reward: float, max_reward: float,
+              extension: AlgorithmExtension | None = None) -> ThresholdResult:
+    """Averages episodes at one threshold; safe when the mean normalised cost is ≤ 1. ``extension``'s
+    ``threshold_metrics`` of the episodes' metrics are the extra results (none without one)."""
     if not outcomes:
         raise ValueError(f"no evaluation episodes at threshold {threshold}")
     reward = float(np.mean([o.reward for o in outcomes]))
     cost = float(np.mean([o.cost for o in outcomes]))
-    counts = np.sum([o.head_counts for o in outcomes], axis=0).astype(float)
     norm_cost = normalized_cost(cost, threshold)
-    predicted = [o.predicted_cost for o in outcomes]
-    predicts = all(p is not None for p in predicted)
     return ThresholdResult(
         threshold=float(threshold), episodes=len(outcomes), reward=reward, cost=cost,
         normalized_reward=normalized_reward(reward, min_reward, max_reward),
         normalized_cost=norm_cost, safe=norm_cost <= 1.0,
-        head_usage=tuple(float(x) for x in counts / max(counts.sum(), 1.0)),
         mean_length=float(np.mean([o.length for o in outcomes])),
-        predicted_cost=float(np.mean(predicted)) if predicts else None,
-        discounted_cost=float(np.mean([o.discounted_cost for o in outcomes])) if predicts else None,
+        extras=extension.threshold_metrics([o.metrics for o in outcomes]) if extension is not None else {},
     )
 
 

@@ -4,7 +4,7 @@ and with a ``set_state`` that leaves no parameter unset."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from ray.rllib.core.rl_module.rl_module import RLModule
 from ray.rllib.core.rl_module.torch import TorchRLModule
@@ -26,6 +26,8 @@ class OfflineTorchRLModule(TorchRLModule):
     full state loaded into an inference-only module, target nets built later) and raises if any of the module's
     own keys is missing.
     """
+
+    extension_path: ClassVar[str] = ""  # "module:Class" of its algorithm's AlgorithmExtension (core.extension)
 
     @override(TorchRLModule)
     def set_state(self, state: Mapping[str, Any]) -> None:

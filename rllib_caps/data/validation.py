@@ -9,7 +9,6 @@ unnoticed."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from pathlib import Path
@@ -21,17 +20,9 @@ from rllib_caps.data.dataset import column_to_numpy, parquet_files
 from rllib_caps.data.errors import DatasetError
 from rllib_caps.data.schema import ACTIONS, COLUMNS, CONVERSION_WARNINGS, METADATA_FILE, NEXT_OBS, OBS
 from rllib_caps.data.values import FLOAT_COLUMNS, dataset_problem, size_problem
+from rllib_caps.utils.checksum import file_sha256
 
 logger = logging.getLogger("rllib_caps.data")
-
-
-def file_sha256(path: Path) -> str:
-    """The sha256 hex digest of a file, read in 1 MiB blocks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while block := f.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _width(files: list[Path], schema: pa.Schema, name: str) -> int | None:

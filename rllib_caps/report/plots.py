@@ -4,7 +4,6 @@
   as small points, the safety line at cost 1;
 - ``plot_kappa``: normalised reward (solid) and cost (dashed) as functions of the cost limit κ;
 - ``plot_head_usage``: the fraction of steps each head acted, per configuration and κ;
-- ``plot_calibration``: a cost critic's predicted against realised cost-to-go on its dataset (``core.calibration``);
 - ``plot_learning_curves``: one task's training losses and evaluations during training against gradient steps,
   one thin line per seed and a thick one for their mean (``report.curves``).
 """
@@ -14,7 +13,7 @@ from __future__ import annotations
 import math
 import textwrap
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +27,6 @@ from matplotlib.ticker import NullFormatter  # noqa: E402
 from rllib_caps.algorithms.registry import ALGORITHMS  # noqa: E402
 
 if TYPE_CHECKING:
-    from rllib_caps.core.calibration import Calibration
     from rllib_caps.report.curves import Curve, Series
     from rllib_caps.report.records import TrialRecord
     from rllib_caps.report.tables import Row
@@ -136,7 +134,8 @@ def plot_kappa(rows: Sequence[Row], records: Sequence[TrialRecord],
 
 def plot_head_usage(rows: Sequence[Row], path: Path) -> None:
     """Stacked bars per (configuration, κ): the fraction of steps each head acted (head 0 maximises reward,
-    head K−1 minimises cost)."""
+    head K−1 minimises cost), for the rows whose evaluations report head usage (CAPS's)."""
+    rows = [r for r in rows if r.head_usage]
     bars = max(len(r.head_usage) for r in rows) * len({r.config for r in rows})
     fig, axes = _panels(_tasks(rows), width=max(4.0, 0.9 * bars), height=3.6, max_cols=2 if bars > 4 else 4)
     cmap = plt.get_cmap("coolwarm")
@@ -150,10 +149,10 @@ def plot_head_usage(rows: Sequence[Row], path: Path) -> None:
         for row in task_rows:
             for kappa, usage in row.head_usage.items():
                 x, bottom = len(labels), 0.0
-                heads = len(usage)
+                num_heads = len(usage)
                 for h, u in enumerate(usage):
-                    label = f"head {h} of {heads}"
-                    ax.bar(x, u, bottom=bottom, color=cmap(h / max(heads - 1, 1)), edgecolor="white",
+                    label = f"head {h} of {num_heads}"
+                    ax.bar(x, u, bottom=bottom, color=cmap(h / max(num_heads - 1, 1)), edgecolor="white",
                            label=None if label in seen else label)
                     seen.add(label)
                     bottom += u
@@ -162,26 +161,6 @@ def plot_head_usage(rows: Sequence[Row], path: Path) -> None:
         ax.set(title=task, ylabel="fraction of steps", ylim=(0, 1))
         ax.legend(fontsize="x-small", loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=4, frameon=False)
     _save(fig, path, f"{_subject(rows)}: head usage per threshold (blue: reward head 0 … red: cost head K−1)")
-
-
-def plot_calibration(calibrations: Mapping[str, Calibration], path: Path, title: str) -> None:
-    """Reliability diagram of cost critics (label -> calibration): per quantile bin of the prediction, the mean
-    realised discounted cost-to-go against the mean prediction, the diagonal of a calibrated critic, and each
-    critic's bias, centred RMSE and correlation in the legend."""
-    fig, ax = plt.subplots(figsize=(4.8, 4.2))
-    values = [v for c in calibrations.values() for v in (*c.bin_predicted, *c.bin_realised)]
-    low = min(0.0, *values)
-    high = max(*values, low + 1e-9)
-    ax.plot([low, high], [low, high], color="grey", linestyle=":", label="calibrated")
-    for label, c in calibrations.items():
-        ax.plot(c.bin_predicted, c.bin_realised, marker="o",
-                label=f"{label}{': ' if label else ''}bias {c.bias:+.3g}, centred RMSE {c.centred_rmse:.3g}, "
-                      f"r {c.correlation:.2f}")
-    ax.set_xlabel(r"predicted $Q^c(s, a)$, bin mean")
-    ax.set_ylabel("realised discounted cost-to-go, bin mean")
-    ax.legend(fontsize="small", loc="upper left")
-    ax.grid(alpha=0.3)
-    _save(fig, path, title)
 
 
 def _log_scale(series: Sequence[Series]) -> bool:

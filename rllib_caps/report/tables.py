@@ -67,7 +67,8 @@ def _mean_by_threshold(evaluations: Sequence[dict[str, Any]], key: str) -> dict[
 
 def head_usage_by_threshold(evaluations: Sequence[dict[str, Any]]) -> dict[float, list[float]]:
     """κ -> mean fraction of steps per head, over the evaluations."""
-    usage = _mean_by_threshold(evaluations, "head_usage")
+    usage = _mean_by_threshold([e for e in evaluations  # reported by algorithms with heads (CAPS) only
+                                if all("head_usage" in r for r in e["thresholds"].values())], "head_usage")
     return {k: np.mean([[u[h] for h in sorted(u, key=int)] for u in us], axis=0).tolist() for k, us in usage.items()}
 
 

@@ -15,9 +15,9 @@ EXPERIMENT_DIR/report/ atomically:
 - ``ablation_<axis>.{md,csv,tex}`` for every ablation axis the sweep varies (K, actors, backbone, critics;
   ``rllib_caps.report.ablations``): mean ± 95% CI over seeds per task, with safe marks.
 - ``reward_cost.png``, ``kappa.png``, ``head_usage.png`` (see ``rllib_caps.report.plots``).
-- ``calibration.md`` and ``calibration_<Task>.png`` where trials switch on a cost critic (CAPS): its Q^c on the
-  trial's dataset against the realised discounted cost-to-go, with the shift it acts with
-  (``rllib_caps.report.critic_calibration``).
+- what each algorithm's extension adds (``AlgorithmExtension.report_sections``), e.g. for CAPS ``calibration.md``
+  and ``calibration_<Task>.png``: its Q^c on the trial's dataset against the realised discounted cost-to-go, with
+  the shift it acts with (``rllib_caps.algorithms.caps.critic_calibration``).
 - ``learning_<Task>.png`` per task: training losses and the evaluations during training (``--eval-every``)
   against gradient steps, per seed and their mean (``rllib_caps.report.curves``).
 """
@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rllib_caps.algorithms.registry import get_algorithm
+from rllib_caps.core.extension import ReportSection
 from rllib_caps.envs.metadrive import FIDELITY_NOTE
 from rllib_caps.report.ablations import AblationTable, ablation_tables
 from rllib_caps.report.ablations import format_csv as ablations_csv
@@ -43,7 +44,6 @@ from rllib_caps.report.cost_limits import (
     format_cost_limits,
     kept_evaluations,
 )
-from rllib_caps.report.critic_calibration import TrialCalibration, calibrate_trials, format_calibrations
 from rllib_caps.report.curves import load_curves
 from rllib_caps.report.records import REPORT_DIR, ReportError, TrialRecord, load_trials
 from rllib_caps.report.tables import MainTable, format_csv, format_latex, format_markdown, summarize
@@ -63,7 +63,7 @@ class Report:
 def build_markdown(table: MainTable, unfinished: Sequence[Path], cost_limits: CostLimitTable | None,
                    ablations: Sequence[AblationTable] = (),
                    skipped_checkpoints: Mapping[str, str] | None = None,
-                   calibrations: Sequence[TrialCalibration] = (), kept_limits: tuple[Path, int] | None = None
+                   sections: Sequence[ReportSection] = (), kept_limits: tuple[Path, int] | None = None
                    ) -> str:
     """``kept_limits``: the previous ``cost_limits.json`` the cost-limit table was kept from, and how many checkpoints
     it lacks."""
@@ -88,8 +88,8 @@ def build_markdown(table: MainTable, unfinished: Sequence[Path], cost_limits: Co
     if skipped_checkpoints:
         parts += ["", f"{len(skipped_checkpoints)} checkpoint(s) failed their integrity check and are left out of "
                   "the cost-limit table: " + "; ".join(skipped_checkpoints.values())]
-    if calibrations:
-        parts += ["", "## Cost critic on its dataset", "", format_calibrations(calibrations)]
+    for section in sections:
+        parts += ["", f"## {section.title}", "", section.markdown]
     return "\n".join(parts)
 
 
@@ -126,7 +126,6 @@ def _write_tables_and_plots(records: list[TrialRecord], unfinished: Sequence[Pat
     """Computes the tables (the cost-limit one with rollouts, or kept from the report at ``out_dir`` it replaces)
     and writes them and the plots into ``tmp``; the report's Markdown."""
     from rllib_caps.report.plots import (
-        plot_calibration,
         plot_head_usage,
         plot_kappa,
         plot_learning_curves,
@@ -144,8 +143,10 @@ def _write_tables_and_plots(records: list[TrialRecord], unfinished: Sequence[Pat
     if evaluations is not None:
         limits_table = cost_limit_table(deployed, evaluations)
     ablations = ablation_tables(records)
-    calibrations = calibrate_trials(deployed, verify=verify)
-    markdown = build_markdown(table, unfinished, limits_table, ablations, skipped, calibrations, kept_limits)
+    sections = [section for algo in dict.fromkeys(r.algo for r in deployed)
+                for section in get_algorithm(algo).extension.report_sections([r for r in deployed if r.algo == algo],
+                                                                             verify=verify)]
+    markdown = build_markdown(table, unfinished, limits_table, ablations, skipped, sections, kept_limits)
     (tmp / "report.md").write_text(markdown + "\n")
     (tmp / "main_table.md").write_text(format_markdown(table, ci=True) + "\n")
     (tmp / "main_table.csv").write_text(format_csv(table))
@@ -159,13 +160,11 @@ def _write_tables_and_plots(records: list[TrialRecord], unfinished: Sequence[Pat
         (tmp / EVALUATIONS_FILE).write_text(json.dumps(evaluations, indent=1))
     plot_reward_cost(table.rows, tmp / "reward_cost.png")
     plot_kappa(table.rows, deployed if evaluations is not None else records, evaluations, tmp / "kappa.png")
-    plot_head_usage(table.rows, tmp / "head_usage.png")
+    if any(row.head_usage for row in table.rows):
+        plot_head_usage(table.rows, tmp / "head_usage.png")
     for task, lines in load_curves(deployed).items():
         plot_learning_curves(task, lines, tmp / f"learning_{task}.png")
-    if calibrations:
-        (tmp / "calibration.md").write_text(format_calibrations(calibrations) + "\n")
-    for task in dict.fromkeys(item.record.task for item in calibrations):
-        plot_calibration({f"{i.record.config} seed {i.record.seed}": i.calibration
-                          for i in calibrations if i.record.task == task},
-                         tmp / f"calibration_{task}.png", f"{task}: cost critic on its dataset")
+    for section in sections:
+        for name, write in section.files.items():
+            write(tmp / name)
     return markdown

@@ -10,8 +10,8 @@ from typing import Any
 
 import yaml
 
+from rllib_caps.algorithms.caps.critic_variants import CRITICS
 from rllib_caps.algorithms.registry import ALGORITHMS, DEFAULT_ALGORITHM, get_algorithm
-from rllib_caps.core.critic_variants import CRITICS
 from rllib_caps.envs import TaskSpec, select_tasks
 from rllib_caps.utils.checks import check_number, check_seed, number_type
 
@@ -60,7 +60,7 @@ class SweepOptions:
     backbones: list[str] = field(default_factory=lambda: ["iql"])  # grid axis: CAPSConfig backbone
     actors: list[str] = field(default_factory=lambda: ["shared"])  # grid axis: shared or separate actor bodies
     critics: list[str] = field(default_factory=lambda: ["offline"])  # evaluation variants of every trial (FQE)
-    fqe_steps: int | None = None  # FQE gradient steps per trial [rllib_caps.core.critic_variants.FQESettings]
+    fqe_steps: int | None = None  # FQE gradient steps per trial [caps.critic_variants.FQESettings]
     data_root: str = "datasets"
     storage: str = "results"
     name: str = "sweep"

@@ -161,7 +161,7 @@ def record_plan(options: SweepOptions) -> None:
 def _algos_with(axis: str, algos: list[str]) -> list[str]:
     """The algorithms whose trials the grid axis ``axis`` (a GRID_AXES option) multiplies."""
     if axis == "critics":
-        return [a for a in algos if get_algorithm(a).evaluates_critics]
+        return [a for a in algos if get_algorithm(a).extension.variants]
     per_algorithm = {option: name for name, option in AXIS_OPTIONS.items()}
     if axis in per_algorithm:
         return [a for a in algos if per_algorithm[axis] in get_algorithm(a).axes]

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rllib_caps.core.interrupts import init_ray, tune_stops_on_interrupt
+from rllib_caps.core.ray_session import init_ray
 from rllib_caps.data import DatasetError
 from rllib_caps.data.validation import check_dataset
 from rllib_caps.envs import TaskSpec
@@ -36,6 +36,7 @@ from rllib_caps.sweeps.trials import (
     trial_name,
     unknown_settings,
 )
+from rllib_caps.utils.signals import tune_stops_on_interrupt
 
 logger = logging.getLogger("rllib_caps.tune")
 

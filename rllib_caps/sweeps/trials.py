@@ -199,7 +199,7 @@ def _define_trial_class() -> type:
             # FQE critic variants (--critics) are evaluations of a trained policy that switches with critics.
             setup = config.get("setup") or {}
             self._entry = get_algorithm(trial_params(config)["algo"])
-            self._critics = (setup.get("critics") or ["offline"]) if self._entry.evaluates_critics else ["offline"]
+            self._critics = (setup.get("critics") or ["offline"]) if self._entry.extension.variants else ["offline"]
             self._fqe_steps = setup.get("fqe_steps")
             self.algorithms = [built.build_algo() for built in configs]
             self.population = None if self._names == [None] else PopulationRun(self.algorithms, self._names)

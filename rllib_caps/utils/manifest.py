@@ -11,8 +11,8 @@ import json
 import logging
 from pathlib import Path
 
-from rllib_caps.data.validation import file_sha256
 from rllib_caps.utils.atomic import atomic_file
+from rllib_caps.utils.checksum import file_sha256
 
 MANIFEST = "manifest.json"
 

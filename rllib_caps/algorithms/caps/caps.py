@@ -22,9 +22,9 @@ from ray.rllib.utils.annotations import override
 
 from rllib_caps.algorithms.caps.backbone import Backbone
 from rllib_caps.algorithms.caps.backbones import BACKBONES
+from rllib_caps.algorithms.caps.calibration import CALIBRATIONS
 from rllib_caps.algorithms.caps.shared_losses import default_lambdas
-from rllib_caps.algorithms.caps.switching import HEAD_SELECTIONS
-from rllib_caps.core.calibration import CALIBRATIONS
+from rllib_caps.algorithms.caps.switching import DEFAULT_HEAD_SELECTION, HEAD_SELECTIONS
 from rllib_caps.core.offline import OfflineSafeAlgorithm, OfflineSafeConfig
 
 logger = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ class CAPSConfig(OfflineSafeConfig):
             index); "q_reward", the one with the highest Q^r (paper Eq. 4). Switching only: training is the same,
             and a checkpoint's may be changed at deployment (docs/paper.md, "Choosing among feasible heads").
         cost_calibration: how the Q^c the switching rule reads is shifted, from its bias against the dataset's
-            realised discounted cost-to-go, before each evaluation (``core.calibration.calibration_shift``):
+            realised discounted cost-to-go, before each evaluation (``calibration.calibration_shift``):
             "pessimism" (default) removes measured pessimism only, "mean" the bias either way, "none" nothing.
             The shift is part of the module state (checkpoints, exports). docs/paper.md, "Calibrated Q^c".
         awr_beta: the advantage temperature β (RLlib's MARWIL/IQL ``beta`` is capped at 1; CAPS uses 3).
@@ -88,7 +88,7 @@ class CAPSConfig(OfflineSafeConfig):
         self.actor_time = False
         self.cost_gamma: float | None = None
         self.clamp_cost_q: bool | None = None
-        self.head_selection = "head_order"  # the rule's verdict (docs/paper.md, "Calibrated Q^c")
+        self.head_selection = DEFAULT_HEAD_SELECTION  # the rule's verdict (docs/paper.md, "Calibrated Q^c")
         self.cost_calibration = "pessimism"  # idem
         self.awr_beta = 3.0
         self.beta_cost: float | None = None
@@ -133,10 +133,6 @@ class CAPSConfig(OfflineSafeConfig):
     ) -> CAPSConfig:
         super().training(**kwargs)
         return self.set_provided(locals())
-
-    @property
-    def num_policy_heads(self) -> int:
-        return self.num_heads
 
     @property
     def resolved_lambdas(self) -> list[float]:
@@ -275,7 +271,7 @@ class CAPS(OfflineSafeAlgorithm):
 
     def calibrate_cost_critic(self) -> float:
         """Sets the learners' Q^c shift by ``config.cost_calibration`` from the critic's bias on the dataset
-        (``core.calibration.calibrate_cost_critic``; every learner holds the whole dataset and the same weights, so
+        (``calibration.calibrate_cost_critic``; every learner holds the whole dataset and the same weights, so
         each computes the same shift). Returns it."""
         mode = self.config.cost_calibration
         results = self.learner_group.foreach_learner(lambda learner: learner.calibrate_cost_critic(mode))

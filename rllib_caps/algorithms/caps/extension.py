@@ -1,25 +1,41 @@
-"""CAPS's hooks in the generic sweep: its critic variants (the paper's FQE ablation) evaluated after training."""
+"""CAPS's hooks in the generic layers (``core.extension.AlgorithmExtension``): its critic variants (the paper's FQE
+ablation) after a sweep trial trains; its evaluation metrics (the heads' usage, Q^c at an episode's first step
+against the discounted cost the episode then incurred); the evaluate CLI's ``--head``, ``--critic``, ``--fqe-*``,
+``--calibration`` and ``--calibrate-cost``; and the report's cost-critic calibration section.
+
+Imports here stay light (the evaluate CLI's ``--help`` builds its parser from this class); the policy, FQE and
+the dataset are imported where a hook needs them."""
 
 from __future__ import annotations
 
+import argparse
 import copy
 import logging
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-from rllib_caps.algorithms.caps.policy import CAPSPolicy
-from rllib_caps.core.critic_variants import FQESettings
-from rllib_caps.core.extension import AlgorithmExtension
-from rllib_caps.core.rollout import episode_seed
+import numpy as np
 
-logger = logging.getLogger("rllib_caps.tune")
+from rllib_caps.algorithms.caps.calibration import CALIBRATIONS, Calibration
+from rllib_caps.algorithms.caps.critic_variants import CRITICS, FQESettings
+from rllib_caps.algorithms.caps.keys import HEAD, PREDICTED_COST
+from rllib_caps.core.extension import AlgorithmExtension, Evaluation, ReportSection
+
+logger = logging.getLogger("rllib_caps.caps")
+
+HEAD_COUNTS = "head_counts"  # an episode's steps per head (``episode_metrics``)
 
 
 class CAPSExtension(AlgorithmExtension):
+    variants = CRITICS
+
     def evaluate_variants(self, algorithm: Any, variants: Sequence[str], settings: Mapping[str, Any]
                           ) -> dict[str, dict[str, Any]]:
         """The trained policy evaluated Ray-free with every critic variant on the same episodes (FQE fitted once
         on the trial's dataset, on CPU, for ``settings["fqe_steps"]`` steps)."""
+        from rllib_caps.algorithms.caps.policy import CAPSPolicy
+        from rllib_caps.core.rollout import episode_seed
         from rllib_caps.data import TransitionDataset
 
         config = algorithm.config
@@ -30,3 +46,132 @@ class CAPSExtension(AlgorithmExtension):
         return policy.evaluate_critics(TransitionDataset.from_parquet(config.input_), config.task, config.thresholds,
                                        config.evaluation_duration, variants, fqe, seed=episode_seed(policy),
                                        progress=False)
+
+    def episode_metrics(self, module: Any, outputs: Mapping[str, np.ndarray], costs: np.ndarray) -> dict[str, Any]:
+        """Steps per head, Q^c(s₀, a₀) of the action taken first, and the episode's cost discounted by γ_c (what
+        that Q^c predicts)."""
+        heads = np.asarray(outputs[HEAD], dtype=np.int64).reshape(-1)
+        return {HEAD_COUNTS: np.bincount(heads, minlength=module.num_heads),
+                "predicted_cost": float(np.asarray(outputs[PREDICTED_COST]).reshape(-1)[0]),
+                "discounted_cost": float(costs @ module.cost_gamma ** np.arange(len(costs)))}
+
+    def threshold_metrics(self, episodes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        """``head_usage`` (head index -> fraction of all steps it acted), the mean ``predicted_cost`` and the mean
+        ``discounted_cost``."""
+        counts = np.sum([e[HEAD_COUNTS] for e in episodes], axis=0).astype(float)
+        usage = counts / max(counts.sum(), 1.0)
+        return {"head_usage": {str(k): float(u) for k, u in enumerate(usage)},
+                "predicted_cost": float(np.mean([e["predicted_cost"] for e in episodes])),
+                "discounted_cost": float(np.mean([e["discounted_cost"] for e in episodes]))}
+
+    def add_evaluate_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--head", type=int, help="act with this head alone instead of switching (ablation)")
+        parser.add_argument("--critic", nargs="+", default=["offline"], choices=CRITICS,
+                            help="critics the switching rule reads: offline (the trained Q^r, Q^c), fqe-reward (FQE "
+                                 "Q̂^r with the offline Q^c), fqe-both (FQE Q̂^r and Q̂^c); several are evaluated on the "
+                                 "same episodes and share one FQE fit [offline]")
+        parser.add_argument("--data", help="converted dataset FQE and the cost calibration read "
+                                           "[datasets/<the checkpoint's task>]")
+        parser.add_argument("--fqe-steps", type=int, default=FQESettings.steps,
+                            help=f"FQE gradient steps [{FQESettings.steps}]")
+        parser.add_argument("--fqe-batch-size", type=int, default=FQESettings.batch_size,
+                            help=f"FQE batch size [{FQESettings.batch_size}]")
+        parser.add_argument("--calibration", metavar="PNG",
+                            help="also compare the policy's cost critic Q^c(s, a) with the discounted cost-to-go the "
+                                 "dataset (--data) realised: bias (> 0: pessimistic), centred RMSE and correlation in "
+                                 "the output (JSON key calibration), a reliability plot to this PNG")
+        parser.add_argument("--calibrate-cost", choices=CALIBRATIONS, metavar="MODE",
+                            help="before acting, set the shift of the policy's cost critic from its bias on the "
+                                 "dataset (--data): 'pessimism' removes measured pessimism only (training's default), "
+                                 "'mean' the bias either way, 'none' no shift (docs/paper.md, 'Calibrated Q^c'). "
+                                 "Default: the checkpoint's shift, set by its training's cost_calibration. The shift "
+                                 "acted with is in the output (JSON key cost_shift; with several --critic, in the "
+                                 "offline entry)")
+
+    def evaluate_outputs(self, args: argparse.Namespace) -> dict[str, str]:
+        return {"--calibration": args.calibration} if args.calibration else {}
+
+    def prepare_evaluation(self, policy: Any, task: Any, args: argparse.Namespace,
+                           outputs: Mapping[str, str]) -> Any:
+        """Checks ``--head`` against the checkpoint's heads and the FQE settings; loads ``--data`` (checked against
+        the task and apart from every output) when FQE or the calibration reads it, else None."""
+        from rllib_caps.data import TransitionDataset
+        from rllib_caps.data.schema import OBS
+        from rllib_caps.data.validation import check_dataset
+        from rllib_caps.utils.checks import check_apart
+
+        FQESettings(steps=args.fqe_steps, batch_size=args.fqe_batch_size)  # refuses bad values
+        critics = _critics(args)
+        if args.head is not None and not 0 <= args.head < policy.num_heads:
+            raise ValueError(f"--head {args.head}: the checkpoint has heads 0 to {policy.num_heads - 1}")
+        if args.head is not None and critics != ["offline"]:
+            raise ValueError("--head acts with one head, no critic is read: leave out --critic")
+        uses = [use for use, asked in (("FQE", critics != ["offline"]),
+                                       ("the cost calibration", args.calibrate_cost not in (None, "none")),
+                                       ("the calibration diagnostics", args.calibration)) if asked]
+        if not uses:
+            return None
+        data = Path(args.data or Path("datasets") / task.name)
+        for flag, path in outputs.items():
+            check_apart(path, flag, {"--data": data})
+        logger.info("loading %s for %s", data, " and ".join(uses))
+        check_dataset(data, task=task.name, obs_dim=task.obs_dim, act_dim=task.act_dim,
+                      allow_task_mismatch=args.allow_task_mismatch, verify=args.verify)
+        dataset = TransitionDataset.from_parquet(data)
+        if dataset.tensors[OBS].shape[1:] != policy.module.observation_space.shape:
+            raise ValueError(f"--data {data}: observations of size {dataset.tensors[OBS].shape[1]}; "
+                             f"the checkpoint's have {policy.module.observation_space.shape[0]}")
+        return dataset
+
+    def evaluate(self, policy: Any, task: Any, args: argparse.Namespace, *, thresholds: Sequence[float],
+                 seed: int, prepared: Any, files: Mapping[str, Path]) -> Evaluation:
+        """With ``--calibrate-cost`` the Q^c shift set first; one rollout per ``--critic`` (``--head``: that head
+        alone); with ``--calibration`` Q^c against the dataset's realised cost-to-go, and its plot."""
+        from rllib_caps.algorithms.caps.calibration import calibrate_cost_critic, dataset_calibration
+        from rllib_caps.core.results import format_results_table
+        from rllib_caps.core.rollout import evaluate_policy
+
+        critics = _critics(args)
+        columns = None if prepared is None else {k: v.numpy() for k, v in prepared.tensors.items()}
+        if args.calibrate_cost is not None:
+            calibrate_cost_critic(policy, columns, args.calibrate_cost)
+        logger.info("the switching rule reads Q^c − %.4g (cost calibration)", policy.cost_shift)
+        if args.head is not None:
+            results = {"offline": evaluate_policy(policy.with_head(args.head), task, thresholds, args.episodes,
+                                                  seed=seed)}
+        else:
+            settings = FQESettings(steps=args.fqe_steps, batch_size=args.fqe_batch_size)
+            results = policy.evaluate_critics(prepared, task, thresholds, args.episodes, critics, settings, seed=seed)
+        if "offline" in results:  # the shift of the policy's own Q^c
+            results["offline"] = {**results["offline"], "cost_shift": policy.cost_shift}
+        output = dict(results[critics[0]] if len(critics) == 1 else results)
+        tables = [format_results_table(r, title=task.name + ("" if critic == "offline" else f" ({critic} critics)"))
+                  for critic, r in results.items()]
+        if args.calibration:
+            from rllib_caps.algorithms.caps.critic_calibration import plot_calibration
+
+            calibration = dataset_calibration(policy, columns)
+            output["calibration"] = calibration.as_dict()
+            plot_calibration({"": calibration}, files["--calibration"],
+                             f"{task.name}: cost critic on its dataset ({calibration.rows:,} rows)")
+            tables.append(format_calibration(calibration, args.calibration))
+        return Evaluation(output=output, tables=tables)
+
+    def report_sections(self, records: Sequence[Any], *, verify: bool) -> list[ReportSection]:
+        """The cost critic on its dataset: ``critic_calibration``'s table, and a reliability plot per task."""
+        from rllib_caps.algorithms.caps.critic_calibration import calibration_section
+
+        return calibration_section(records, verify=verify)
+
+
+def _critics(args: argparse.Namespace) -> list[str]:
+    return list(dict.fromkeys(args.critic))
+
+
+def format_calibration(calibration: Calibration, png: str) -> str:
+    """The calibration as a few lines: what the bias and the centred error say, and where the plot is."""
+    c = calibration
+    return (f"Cost critic on its dataset ({c.rows:,} rows): mean predicted Q^c {c.mean_predicted:.3g}, realised "
+            f"discounted cost-to-go {c.mean_realised:.3g}\n"
+            f"  bias {c.bias:+.3g} ({'pessimistic' if c.bias > 0 else 'optimistic'}), centred RMSE "
+            f"{c.centred_rmse:.3g}, correlation {c.correlation:.3f}; plot: {png}")

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from rllib_caps.core.critic_variants import CRITICS, FQESettings
+from rllib_caps.algorithms.caps.critic_variants import CRITICS, FQESettings
 from rllib_caps.core.losses import polyak_update
 from rllib_caps.core.nets import TwinQ
 from rllib_caps.core.optim import adam

@@ -1,4 +1,5 @@
-"""Outputs of the CAPS module's ``_forward_train`` that the CAPS losses consume (no Ray import)."""
+"""Outputs of the CAPS module's ``_forward_train`` that the CAPS losses consume, and of its inference that CAPS's
+evaluation metrics read (no Ray import)."""
 
 HEAD_MEANS = "head_means"  # (B, K, A)
 HEAD_LOG_STD = "head_log_std"  # broadcastable to (B, K, A)
@@ -15,3 +16,6 @@ LOG_ALPHA = "log_alpha"  # the shared entropy temperature, log α (a scalar para
 # Minibatch columns of CAPS(SAC+BC): the standard-normal noise ε of the heads' sampled actions at s and at s',
 # each (B, K, A), drawn with the minibatch from the learner's generator (so a trial's draws are its own).
 PI_NOISE, NEXT_PI_NOISE = "pi_noise", "next_pi_noise"
+# Extra outputs of inference (the module's ``_forward_inference``, ``CAPSPolicy.last_outputs``), per step:
+HEAD = "head"  # which head acted
+PREDICTED_COST = "predicted_cost"  # Q^c(s, a) of the action taken, as the rule reads it (CAPSPolicy: first step)

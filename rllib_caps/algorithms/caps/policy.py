@@ -36,24 +36,35 @@ import numpy as np
 import torch
 from ray.rllib.core.rl_module.rl_module import RLModule
 
+from rllib_caps.algorithms.caps.calibration import CostCriticAPI
+from rllib_caps.algorithms.caps.critic_variants import FQESettings
 from rllib_caps.algorithms.caps.fqe import evaluate_critics
+from rllib_caps.algorithms.caps.keys import HEAD, PREDICTED_COST
 from rllib_caps.algorithms.caps.switching import HEAD_SELECTIONS
 from rllib_caps.algorithms.caps.torch.default_caps_torch_rl_module import DefaultCAPSTorchRLModule
 from rllib_caps.core.budget import BudgetTracker, check_budget_input
-from rllib_caps.core.calibration import CostCriticAPI
-from rllib_caps.core.critic_variants import CriticVariantsAPI, FQESettings
 from rllib_caps.core.deployment import DeployedPolicy
 
 
-class CAPSPolicy(DeployedPolicy, CriticVariantsAPI, CostCriticAPI):
-    """The CAPS switching policy on CPU; ``budget`` (a ``BudgetTracker``) keeps c_<t and t per episode."""
+class CAPSPolicy(DeployedPolicy, CostCriticAPI):
+    """The CAPS switching policy on CPU; ``budget`` (a ``BudgetTracker``) keeps c_<t and t per episode. After each
+    ``act``, ``last_heads`` holds the heads that acted and ``last_outputs`` those heads and, at an episode's first
+    step, Q^c(s, a) of the action taken (what ``CAPSExtension`` turns into head usage and the predicted cost)."""
 
     module_class = DefaultCAPSTorchRLModule
 
-    def __init__(self, module: RLModule, critics: Any = None) -> None:
+    def __init__(self, module: RLModule, critics: Any = None, head: int | None = None) -> None:
         super().__init__(module)
+        if head is not None and not 0 <= head < self.num_heads:
+            raise ValueError(f"head must be in [0, {self.num_heads - 1}], got {head}")
         self.critics = critics  # None: the module's offline critics; else e.g. fqe.FQECritics (head_values)
+        self.head = head  # None: the switching rule acts; else this head alone, always (an ablation)
         self.budget: BudgetTracker | None = None  # set by reset(); act() refuses to run without a budget
+
+    def with_head(self, head: int) -> CAPSPolicy:
+        """This policy's module acting with head ``head`` alone (e.g. the cost head K−1), bypassing the switching
+        rule; the module is shared, not copied."""
+        return CAPSPolicy(self.module, self.critics, head)
 
     @property
     def num_heads(self) -> int:
@@ -92,19 +103,12 @@ class CAPSPolicy(DeployedPolicy, CriticVariantsAPI, CostCriticAPI):
         return evaluate_critics(self, dataset, task, thresholds, episodes, critics, settings, seed=seed,
                                 progress=progress)
 
-    def reset(self, threshold: float, batch_size: int = 1, fixed_head: int | None = None) -> None:
-        """Starts new episode(s) with budget κ = ``threshold`` (undiscounted, in the env's cost units).
-
-        ``fixed_head`` bypasses the switching rule and always acts with that head (for ablations, e.g.
-        the cost head K−1 alone).
-        """
-        if fixed_head is not None and not 0 <= fixed_head < self.num_heads:
-            raise ValueError(f"fixed_head must be in [0, {self.num_heads - 1}], got {fixed_head}")
+    def reset(self, threshold: float, batch_size: int = 1) -> None:
+        """Starts new episode(s) with budget κ = ``threshold`` (undiscounted, in the env's cost units)."""
         threshold = float(check_budget_input(threshold, "threshold (the cost limit κ)"))
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.threshold = threshold
-        self.fixed_head = fixed_head
         self.budget = BudgetTracker(batch_size)
         self._acted = np.zeros(batch_size, dtype=bool)  # an action whose cost has not been recorded yet
         self.last_heads = np.zeros(batch_size, dtype=np.int64)
@@ -136,14 +140,23 @@ class CAPSPolicy(DeployedPolicy, CriticVariantsAPI, CostCriticAPI):
         obs_batch = self.observation_batch(obs, len(budget))
         budget.record(check_budget_input(cost, "cost", len(budget)), mask=self._acted)
         obs_tensor, step = torch.from_numpy(obs_batch), torch.from_numpy(budget.step.astype(np.float64))
-        if self.fixed_head is None:
+        if self.head is None:
             actions, heads = self.module.switching_actions(
                 obs_tensor, torch.from_numpy(budget.spent), step, self.threshold, self.critics,
             )
         else:
-            actions = self.module.head_means(obs_tensor, step)[:, self.fixed_head]
-            heads = torch.full((obs_batch.shape[0],), self.fixed_head)
+            actions = self.module.head_means(obs_tensor, step)[:, self.head]
+            heads = torch.full((obs_batch.shape[0],), self.head)
         self._acted[:] = True
         self.last_heads = heads.numpy()
         self.last_actions = actions.numpy()
+        self.last_outputs = {HEAD: self.last_heads, PREDICTED_COST: self._first_step_cost(obs_tensor, actions, step)}
         return self.env_actions(self.last_actions, single=np.ndim(obs) == 1)
+
+    def _first_step_cost(self, obs: torch.Tensor, actions: torch.Tensor, step: torch.Tensor) -> np.ndarray:
+        """Q^c(s, a) of the actions taken, where an episode takes its first step (evaluation compares it with the
+        cost the episode then incurs); NaN elsewhere, which spares the critic call on every later step."""
+        first = step == 0
+        if not first.any():
+            return np.full(len(step), np.nan)
+        return np.where(first.numpy(), self.module.cost_q(self.module.critic_input(obs, step), actions).numpy(), np.nan)

@@ -10,10 +10,13 @@ from __future__ import annotations
 import torch
 
 HEAD_SELECTIONS = ("q_reward", "head_order")  # how the feasible heads are ranked (the first is the paper's)
+# The one default of ``head_selection`` (CAPSConfig, the module, the rule): docs/paper.md, "Choosing among feasible
+# heads" and "Calibrated Q^c".
+DEFAULT_HEAD_SELECTION = "head_order"
 
 
 def select_heads(q_reward: torch.Tensor, q_cost: torch.Tensor, threshold: torch.Tensor,
-                 selection: str = "q_reward") -> torch.Tensor:
+                 selection: str = DEFAULT_HEAD_SELECTION) -> torch.Tensor:
     """Filter-then-select (paper Eq. 3-4, and the fallback below them).
 
     Among the heads whose pessimistic cost-to-go is strictly below the threshold (the authors'

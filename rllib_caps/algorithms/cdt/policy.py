@@ -31,19 +31,15 @@ class CDTPolicy(DeployedPolicy):
     """The CDT policy on CPU; one ``ContextWindow`` per env keeps the last L steps and the running targets."""
 
     module_class = DefaultCDTTorchRLModule
-    num_heads = 1  # one policy; ``last_heads`` is always 0
 
     def __init__(self, module: RLModule) -> None:
         if not hasattr(module, "transformer"):
             raise CheckpointError(f"CDTPolicy needs a CDT module, got {type(module).__name__}")
         super().__init__(module)
         self.contexts: list[ContextWindow] | None = None  # set by reset()
-        self.last_heads = np.zeros(1, dtype=np.int64)
 
-    def reset(self, threshold: float, batch_size: int = 1, fixed_head: int | None = None) -> None:
+    def reset(self, threshold: float, batch_size: int = 1) -> None:
         """Starts new episode(s) with cost target κ = ``threshold`` (undiscounted, the env's cost units)."""
-        if fixed_head not in (None, 0):
-            raise ValueError(f"CDT has one policy: fixed_head must be None or 0, got {fixed_head}")
         threshold = float(check_budget_input(threshold, "threshold (the cost limit κ)"))
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -51,7 +47,6 @@ class CDTPolicy(DeployedPolicy):
         targets = self.module.initial_targets()
         self.contexts = [ContextWindow(self.module.seq_len, self.module.act_dim, *targets) for _ in range(batch_size)]
         self._actions = np.zeros((batch_size, self.module.act_dim), np.float32)
-        self.last_heads = np.zeros(batch_size, dtype=np.int64)
 
     @torch.no_grad()
     def act(self, obs: np.ndarray, cost: float | np.ndarray = 0.0, reward: float | np.ndarray = 0.0) -> np.ndarray:

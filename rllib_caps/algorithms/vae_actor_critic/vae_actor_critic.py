@@ -26,7 +26,6 @@ from torch import nn
 
 from rllib_caps.algorithms.cost_limited.cost_limited import CostLimitedConfig
 from rllib_caps.algorithms.vae_actor_critic.nets import add_networks
-from rllib_caps.core.keys import HEAD
 from rllib_caps.core.learner import OfflineSafeTorchLearner
 from rllib_caps.core.torch_rl_module import OfflineTorchRLModule
 from rllib_caps.utils.smoke import smoke_test
@@ -143,8 +142,7 @@ class VAEActorCriticTorchModule(OfflineTorchRLModule, InferenceOnlyAPI, TargetNe
     @override(TorchRLModule)
     def _forward_inference(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
         obs = batch[Columns.OBS].float()
-        actions = self.actor.deterministic(obs)
-        return {Columns.ACTIONS: actions, HEAD: torch.zeros(obs.shape[0], dtype=torch.long, device=obs.device)}
+        return {Columns.ACTIONS: self.actor.deterministic(obs)}
 
     @override(TorchRLModule)
     def _forward_exploration(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:

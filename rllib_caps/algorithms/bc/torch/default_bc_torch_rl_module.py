@@ -12,7 +12,6 @@ from ray.rllib.utils.annotations import override
 from torch import nn
 
 from rllib_caps.algorithms.bc.default_bc_rl_module import BC_LOG_STD, BC_MEANS, DefaultBCRLModule
-from rllib_caps.core.keys import HEAD
 from rllib_caps.core.nets import mlp
 from rllib_caps.core.torch_rl_module import OfflineTorchRLModule
 
@@ -37,9 +36,7 @@ class DefaultBCTorchRLModule(OfflineTorchRLModule, DefaultBCRLModule):
     @override(TorchRLModule)
     def _forward_inference(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
         obs = batch[Columns.OBS].float()
-        # HEAD: evaluation counts which policy acted; a single-policy algorithm always reports head 0.
-        return {Columns.ACTIONS: self.actions(obs), HEAD: torch.zeros(obs.shape[0], dtype=torch.long,
-                                                                      device=obs.device)}
+        return {Columns.ACTIONS: self.actions(obs)}
 
     @override(TorchRLModule)
     def _forward_exploration(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:

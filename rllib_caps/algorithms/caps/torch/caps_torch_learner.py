@@ -13,7 +13,7 @@ from ray.rllib.utils.annotations import override
 from ray.rllib.utils.typing import ModuleID, ParamDict, StateDict
 
 from rllib_caps.algorithms.caps.backbone import Backbone
-from rllib_caps.core.calibration import CALIBRATION_COLUMNS, calibrate_cost_critic
+from rllib_caps.algorithms.caps.calibration import CALIBRATION_COLUMNS, calibrate_cost_critic
 from rllib_caps.core.learner import OfflineSafeTorchLearner
 
 ACTOR_LR_COSINE_STEPS = 1_000_000  # the authors' IQL code: CosineAnnealingLR(actor optimiser, T_max = 1e6 steps)
@@ -42,7 +42,7 @@ class CAPSTorchLearner(OfflineSafeTorchLearner):
 
     def calibrate_cost_critic(self, mode: str) -> float:
         """Sets the module's Q^c shift by ``mode`` from its critic's bias on this learner's dataset
-        (``core.calibration.calibrate_cost_critic``); returns the shift."""
+        (``calibration.calibrate_cost_critic``); returns the shift."""
         columns = {name: self.dataset.tensors[name].cpu().numpy() for name in CALIBRATION_COLUMNS}
         return calibrate_cost_critic(self.module[DEFAULT_MODULE_ID], columns, mode)
 

@@ -16,8 +16,11 @@ from ray.rllib.utils.typing import StateDict
 from torch import nn
 
 from rllib_caps.algorithms.caps.backbones import BACKBONES
+from rllib_caps.algorithms.caps.calibration import CostCriticAPI, finite_shift
 from rllib_caps.algorithms.caps.default_caps_rl_module import DefaultCAPSRLModule
 from rllib_caps.algorithms.caps.keys import (
+    HEAD,
+    PREDICTED_COST,
     QC_PREDS,
     QC_TARGET_PREDS,
     QC_TARGET_TWIN_PREDS,
@@ -28,11 +31,10 @@ from rllib_caps.algorithms.caps.keys import (
     QR_TWIN_PREDS,
 )
 from rllib_caps.algorithms.caps.sacbc.losses import SAC_LOG_STD_MAX, SAC_LOG_STD_MIN
-from rllib_caps.algorithms.caps.switching import select_heads
+from rllib_caps.algorithms.caps.switching import DEFAULT_HEAD_SELECTION, select_heads
 from rllib_caps.core.budget import remaining_budget_threshold
-from rllib_caps.core.calibration import CostCriticAPI, finite_shift
 from rllib_caps.core.cost_threshold_api import CostThresholdAPI
-from rllib_caps.core.keys import COST_SPENT, HEAD, PREDICTED_COST, STEP
+from rllib_caps.core.keys import COST_SPENT, STEP
 from rllib_caps.core.nets import OutputLinear, TwinQ, mlp
 from rllib_caps.core.time_limit import remaining_time
 from rllib_caps.core.torch_rl_module import OfflineTorchRLModule
@@ -93,6 +95,7 @@ class MultiHeadActor(nn.Module):
 
 class DefaultCAPSTorchRLModule(OfflineTorchRLModule, DefaultCAPSRLModule, CostCriticAPI):
     framework: str = "torch"
+    extension_path = "rllib_caps.algorithms.caps.extension:CAPSExtension"  # head usage, Q^c at the first step
 
     @override(TorchRLModule)
     def setup(self) -> None:
@@ -116,9 +119,9 @@ class DefaultCAPSTorchRLModule(OfflineTorchRLModule, DefaultCAPSRLModule, CostCr
         self.backbone = cfg.get("backbone", "iql")
         self.backbone_spec = BACKBONES[self.backbone]
         self.clamp_cost_q = bool(cfg.get("clamp_cost_q", False))
-        self.head_selection = cfg.get("head_selection", "q_reward")  # checkpoints from before it: the paper's
+        self.head_selection = cfg.get("head_selection", DEFAULT_HEAD_SELECTION)
         # Subtracted from Q^c where the rule reads it (``set_cost_shift``: the calibration of
-        # ``core.calibration``, set before each evaluation by ``CAPS.evaluate`` or at deployment); saved with the
+        # ``calibration``, set before each evaluation by ``CAPS.evaluate`` or at deployment); saved with the
         # module state, so evaluation runners, checkpoints and exports act with it.
         self.register_buffer("cost_offset", torch.zeros(()))
 

@@ -13,7 +13,6 @@ from ray.rllib.utils.annotations import override
 from rllib_caps.algorithms.cdt import keys as ck
 from rllib_caps.algorithms.cdt.default_cdt_rl_module import DefaultCDTRLModule
 from rllib_caps.algorithms.cdt.nets import DecisionTransformer, TransformerSettings
-from rllib_caps.core.keys import HEAD
 from rllib_caps.core.torch_rl_module import OfflineTorchRLModule
 
 
@@ -42,8 +41,7 @@ class DefaultCDTTorchRLModule(OfflineTorchRLModule, DefaultCDTRLModule):
 
     @override(TorchRLModule)
     def _forward_inference(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
-        actions = self.transformer.act(batch)
-        return {Columns.ACTIONS: actions, HEAD: torch.zeros(actions.shape[0], dtype=torch.long, device=actions.device)}
+        return {Columns.ACTIONS: self.transformer.act(batch)}
 
     @override(TorchRLModule)
     def _forward_exploration(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:

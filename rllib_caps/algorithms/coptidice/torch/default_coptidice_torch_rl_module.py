@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import torch
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.apis import InferenceOnlyAPI
 from ray.rllib.core.rl_module.torch import TorchRLModule
@@ -15,7 +14,6 @@ from ray.rllib.utils.annotations import override
 from rllib_caps.algorithms.coptidice.default_coptidice_rl_module import DefaultCOptiDICERLModule
 from rllib_caps.algorithms.coptidice.forward import coptidice_training_outputs
 from rllib_caps.algorithms.coptidice.nets import NETWORKS, add_networks
-from rllib_caps.core.keys import HEAD
 from rllib_caps.core.torch_rl_module import OfflineTorchRLModule
 
 
@@ -41,8 +39,7 @@ class DefaultCOptiDICETorchRLModule(OfflineTorchRLModule, InferenceOnlyAPI, Defa
     @override(TorchRLModule)
     def _forward_inference(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
         obs = batch[Columns.OBS].float()
-        return {Columns.ACTIONS: self.actor.deterministic(obs),
-                HEAD: torch.zeros(obs.shape[0], dtype=torch.long, device=obs.device)}
+        return {Columns.ACTIONS: self.actor.deterministic(obs)}
 
     @override(TorchRLModule)
     def _forward_exploration(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:

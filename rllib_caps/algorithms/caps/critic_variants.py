@@ -1,14 +1,10 @@
-"""Critic variants of a deployed policy: a policy that switches with critics (CAPS) can be evaluated with
-critics fitted after training (FQE) in place of its offline ones. ``CriticVariantsAPI`` is what the evaluate
-CLI and the sweep's trials call; the variants' names and the FQE settings live here so neither names an
-algorithm. No Ray import."""
+"""CAPS's critic variants: the switching policy can be evaluated with critics fitted after training (FQE) in place
+of its offline ones (the paper's FQE ablation; ``fqe.evaluate_critics``, reached through ``CAPSExtension``: the
+evaluate CLI's ``--critic`` and the sweep's critics). The variants' names and the FQE settings. No Ray import."""
 
 from __future__ import annotations
 
-import abc
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from rllib_caps.utils.smoke import smoke_test
 
@@ -38,14 +34,3 @@ class FQESettings:
         if not smoke_test():
             return self
         return replace(self, steps=min(self.steps, 20), batch_size=min(self.batch_size, 32))
-
-
-class CriticVariantsAPI(abc.ABC):
-    """Implemented by a deployable policy that can act with each of ``CRITICS``."""
-
-    @abc.abstractmethod
-    def evaluate_critics(self, dataset: Any, task: Any, thresholds: Sequence[float], episodes: int,
-                         critics: Sequence[str], settings: FQESettings, *, seed: int = 0,
-                         progress: bool = True) -> dict[str, dict[str, Any]]:
-        """Critic variant -> the results schema of this policy rolled out with that variant's critics, the
-        FQE ones fitted on ``dataset``; every variant sees the same episode seeds."""
