@@ -36,10 +36,10 @@ def test_pack_auto_packs_gpu_trials_only_and_on_off_are_what_they_say() -> None:
 
 
 def test_packing_groups_seeds_and_kappas_and_leaves_the_other_algorithms_alone() -> None:
-    options = SweepOptions(algos=["caps", "bc-safe", "bearl"], tasks="BallCircle", seeds=[0, 10, 20], heads=[2, 4])
+    options = SweepOptions.of(algos=["caps", "bc-safe", "bearl"], tasks="BallCircle", seeds=[0, 10, 20], heads=[2, 4])
     variants = packed_variants(grid_variants(options, options.task_specs()), options.seeds)
     packed = [v for v in variants if MEMBERS in v]
-    assert [(v["algo"], v.get("heads")) for v in packed] == [("caps", 2), ("caps", 4), ("bc-safe", None)]
+    assert [(v["algo"], v.get("num_heads")) for v in packed] == [("caps", 2), ("caps", 4), ("bc-safe", None)]
     assert [m["seed"] for m in packed[0][MEMBERS]] == [0, 10, 20]
     assert [member_name(m) for m in packed[2][MEMBERS]][:4] == ["kappa10_seed0", "kappa10_seed10", "kappa10_seed20",
                                                                 "kappa20_seed0"]
@@ -48,7 +48,8 @@ def test_packing_groups_seeds_and_kappas_and_leaves_the_other_algorithms_alone()
     assert {v["algo"] for v in alone} == {"bearl"} and len(alone) == 9
     # A population of one is a trial alone.
     one = packed_variants(grid_variants(SweepOptions(seeds=[3]), SweepOptions().task_specs()), [3])
-    assert one == [{"algo": "caps", "task": "BallCircle", "heads": 2, "backbone": "iql", "actor": "shared", "seed": 3}]
+    assert one == [{"algo": "caps", "task": "BallCircle", "num_heads": 2, "backbone": "iql", "actor": "shared",
+                    "seed": 3}]
     name = trial_name({"variant": packed[2], "setup": {}}, "abc")
     assert name == "bc-safe_BallCircle_population9_abc"
     assert describe_trial({"variant": packed[1], "setup": {}}) == "caps BallCircle K4 population3"
@@ -74,7 +75,7 @@ def test_populations_are_split_to_fit_the_cpus_their_members_evaluation_runners_
 def test_dry_run_shows_the_populations(capsys: pytest.CaptureFixture) -> None:
     assert main(["--algos", "caps", "bc-safe", "--seeds", "0", "10", "--dry-run", "--pack", "on"]) == 0
     out = capsys.readouterr().out
-    assert "caps BallCircle heads=2 backbone=iql actor=shared: 2 members (seed0, seed10)" in out
+    assert "caps BallCircle num_heads=2 backbone=iql actor=shared: 2 members (seed0, seed10)" in out
     assert "2 Tune trial(s): 2 population(s) of 8 trials, 0 trial(s) alone" in out
     assert main(["--seeds", "0", "10", "--dry-run"]) == 0
     assert "not packed into populations (--pack auto: the trials train on CPUs)" in capsys.readouterr().out
@@ -183,7 +184,7 @@ def test_a_packed_search_trains_several_samples_and_their_seeds_as_one_populatio
 
     from rllib_caps.sweeps.search import best_parameters, run_search
 
-    options = SweepOptions(tasks="BallCircle", seeds=[0, 1], heads=[3], data_root=str(ROOT / "datasets"),
+    options = SweepOptions.of(tasks="BallCircle", seeds=[0, 1], heads=[3], data_root=str(ROOT / "datasets"),
                            storage=str(tmp_path), name="optuna", search="optuna", num_samples=3, pack="on",
                            population_samples=2, search_space={"seed": 0},
                            training={**TINY_TRAINING, "thresholds": [10]})
@@ -202,7 +203,7 @@ def test_a_packed_search_trains_several_samples_and_their_seeds_as_one_populatio
         assert result["normalized_reward"] == pytest.approx(
             sum(r.evaluation["mean"]["normalized_reward"] for r in mine) / len(mine))
     chosen = yaml.safe_load(best_file.read_text())["overrides"]["BallCircle"]["K3"]
-    assert chosen["awr_beta"] == best_parameters(records)[("BallCircle", 3)]["awr_beta"]
+    assert chosen["awr_beta"] == best_parameters(records)[("BallCircle", "K3")]["awr_beta"]
 
 
 @pytest.mark.slow

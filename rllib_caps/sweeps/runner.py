@@ -8,11 +8,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rllib_caps.algorithms.registry import declared, get_algorithm
 from rllib_caps.core.interrupts import init_ray, tune_stops_on_interrupt
 from rllib_caps.data import DatasetError
 from rllib_caps.data.validation import check_dataset
 from rllib_caps.envs import TaskSpec
-from rllib_caps.report.records import load_trials
+from rllib_caps.report.records import ALGORITHM_SETTINGS, EVALUATED, load_trials
 from rllib_caps.sweeps.grid import describe_grid, grid_variants
 from rllib_caps.sweeps.options import SweepError, SweepOptions
 from rllib_caps.sweeps.packing import members_that_fit, packed_variants, packs
@@ -30,6 +31,7 @@ from rllib_caps.sweeps.trials import (
     describe_trial,
     missing_datasets,
     missing_datasets_message,
+    scope_axis,
     trial_class,
     trial_config,
     trial_logger,
@@ -46,7 +48,8 @@ def setup_dict(options: SweepOptions, resources: TrialResources) -> dict[str, An
     """The part of every trial config that the whole sweep shares."""
     return {"data_root": str(Path(options.data_root).resolve()), "training": options.training_settings(),
             "overrides": options.overrides, "resources": {"cpus": resources.cpus, "gpus": resources.gpus},
-            "critics": list(options.critics), "fqe_steps": options.fqe_steps}
+            EVALUATED: {axis.name: options.values(axis) for axis in declared("axes").values() if axis.evaluated},
+            ALGORITHM_SETTINGS: dict(options.algorithm_settings)}
 
 
 def check_trials(options: SweepOptions, tasks: Sequence[TaskSpec], setup: Mapping[str, Any]) -> None:
@@ -63,7 +66,7 @@ def check_trials(options: SweepOptions, tasks: Sequence[TaskSpec], setup: Mappin
             raise SweepError(f"--data-root {options.data_root}: {err}") from err
     for scope, settings in [("training", setup["training"]), *setup["overrides"].items()]:
         unknown = unknown_settings(options.algos, {k: v for k, v in (settings or {}).items()
-                                                   if not (k.startswith("K") and k[1:].isdigit())})
+                                                   if scope_axis(k) is None})
         if unknown:
             raise SweepError(f"{scope if scope == 'training' else 'overrides.' + scope}: settings {unknown} belong "
                              f"to none of the algorithms {options.algos}")
@@ -73,8 +76,10 @@ def check_trials(options: SweepOptions, tasks: Sequence[TaskSpec], setup: Mappin
             config = trial_config(trial)
             config.validate()
         except (TypeError, ValueError) as err:
+            flags = ", ".join(f"--{axis.option.replace('_', '-')}"
+                              for axis in get_algorithm(variant["algo"]).trained_axes if axis.option)
             raise SweepError(f"{describe_trial(trial)}: invalid training settings (--config training/overrides, or a "
-                             f"flag: --steps, --eval-every, --heads, --backbones, --actors): {err}") from err
+                             f"flag: --steps, --eval-every{', ' + flags if flags else ''}): {err}") from err
         if config.evaluation_interval is None:
             raise SweepError("training.eval_episodes (--eval-episodes) must be >= 1: a trial's score is its "
                              "evaluation")

@@ -1,15 +1,14 @@
 """One trial: its Tune config -> the algorithm config, its metrics, and the Tune trainable and callback.
 
-A trial's Tune config is small: ``algo``, ``task``, the algorithm's grid axes (``heads`` for
-CAPS, ``cost_limit`` for the per-threshold baselines; ``AlgorithmEntry.axes``), ``seed`` (or ``seeds`` under a
-Repeater), the optional ``search`` values and the sweep-wide ``setup``; a grid sweep nests the first three under
-``variant`` (``rllib_caps.report.records.trial_params`` flattens it). One trainable, ``SweepTrial``, runs every
-algorithm, so trials of different algorithms share one Tune experiment and pack on the same CPUs/GPUs. The
-last training iteration
-evaluates at the task's thresholds and ends the trial; every result carries top-level
-``normalized_reward``, ``normalized_cost``, ``safe`` and ``objective`` (NaN before that evaluation; evaluations
-during training, ``eval_every``, are under ``evaluation/dsrl`` only), so Tune's strict metric check and searchers
-see them in every result, and ``gradient_steps``, the gradient steps trained so far.
+A trial's Tune config is small: ``algo``, ``task``, the algorithm's trained axes by name (``num_heads``,
+``backbone`` and ``actor`` for CAPS, ``cost_limit`` for the per-threshold baselines; ``AlgorithmEntry.axes``),
+``seed`` (or ``seeds`` under a Repeater), the optional ``search`` values and the sweep-wide ``setup``; a grid sweep
+nests the first three under ``variant`` (``rllib_caps.report.records.trial_params`` flattens it). One trainable,
+``SweepTrial``, runs every algorithm, so trials of different algorithms share one Tune experiment and pack on the
+same CPUs/GPUs. The last training iteration evaluates at the task's thresholds and ends the trial; every result
+carries top-level ``normalized_reward``, ``normalized_cost``, ``safe`` and ``objective`` (NaN before that
+evaluation; evaluations during training, ``eval_every``, are under ``evaluation/dsrl`` only), so Tune's strict
+metric check and searchers see them in every result, and ``gradient_steps``, the gradient steps trained so far.
 """
 
 from __future__ import annotations
@@ -23,17 +22,26 @@ from typing import Any
 import numpy as np
 
 from rllib_caps.algorithms.registry import (
-    AXIS_DEFAULTS,
     COST_LIMIT_AXIS,
     SETTING_ALIASES,
+    AlgorithmEntry,
     build_config,
     canonical_settings,
+    declared,
     get_algorithm,
 )
 from rllib_caps.core.keys import GRADIENT_STEPS, RESULTS_KEY
 from rllib_caps.data.schema import DATA_DIR
 from rllib_caps.envs import TaskSpec, get_task
-from rllib_caps.report.records import CRITIC_RESULTS, MEMBERS, axis_part, trial_members, trial_params, trial_seed
+from rllib_caps.report.records import (
+    ALGORITHM_SETTINGS,
+    EVALUATED,
+    MEMBERS,
+    VARIANT_RESULTS,
+    trial_members,
+    trial_params,
+    trial_seed,
+)
 from rllib_caps.sweeps.options import SweepError
 
 logger = logging.getLogger("rllib_caps.tune")
@@ -42,15 +50,29 @@ METRIC_KEYS = ("normalized_reward", "normalized_cost", "safe", "objective")
 INFEASIBLE_FLOOR = -1000.0  # objective of a config with normalised cost > 1, minus its violation
 
 
+def scope_axis(key: str) -> tuple[str, Any] | None:
+    """(axis name, value) where ``key`` is a per-value override scope of a declared axis (``K4``: CAPS's K = 4),
+    else None."""
+    for axis in declared("axes").values():
+        value = axis.scope_value(key)
+        if value is not None:
+            return axis.name, value
+    return None
+
+
 def trial_settings(training: Mapping[str, Any], overrides: Mapping[str, Any], task: TaskSpec,
-                   heads: int | None) -> dict[str, Any]:
-    """``training``, then ``overrides[suite]``, then ``overrides[task]``; inside each, ``K<heads>`` wins."""
+                   axes: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``training``, then ``overrides[suite]``, then ``overrides[task]``; inside each, the scopes of the trial's axis
+    values (``axes``, by name; ``K4`` for K = 4) win."""
     settings = dict(training)
     for scope in (task.suite, task.name):
         scoped = dict(overrides.get(scope) or {})
-        per_k = {k: scoped.pop(k) for k in list(scoped) if k.startswith("K") and k[1:].isdigit()}
+        per_value = {k: scoped.pop(k) for k in list(scoped) if scope_axis(k) is not None}
         settings.update(scoped)
-        settings.update(per_k.get(f"K{heads}") or {})
+        for key, values in per_value.items():
+            name, value = scope_axis(key)
+            if (axes or {}).get(name) == value:
+                settings.update(values or {})
     return settings
 
 
@@ -93,12 +115,13 @@ def missing_datasets_message(data_root: str | Path, missing: Sequence[TaskSpec])
             "to this command; or collect a task's data from its simulator with `python -m data_conversion.collect`.")
 
 
-def axis_settings(axes: Sequence[str], trial: Mapping[str, Any]) -> dict[str, Any]:
-    """The training settings of a trial's axis values: each as is, but ``actor`` ("shared"/"separate") as
-    ``shared_actor``."""
-    settings = {axis: trial[axis] for axis in axes if axis in trial and axis != "actor"}
-    if "actor" in axes and "actor" in trial:
-        settings["shared_actor"] = trial["actor"] == "shared"
+def axis_settings(entry: AlgorithmEntry, trial: Mapping[str, Any]) -> dict[str, Any]:
+    """The training settings of a trial's values of its entry's trained axes (``SweepAxis.config_settings``)."""
+    settings: dict[str, Any] = {}
+    for axis in entry.trained_axes:
+        value = axis.read(trial)
+        if value is not None:
+            settings.update(axis.config_settings(value))
     return settings
 
 
@@ -109,10 +132,10 @@ def trial_config(trial: Mapping[str, Any]) -> Any:
     setup = trial["setup"]
     task = get_task(trial["task"])
     entry = get_algorithm(trial["algo"])
-    settings = settings_for(entry.name, trial_settings(setup["training"], setup["overrides"], task,
-                                                       trial.get("heads")))
+    values = {axis.name: axis.read(trial) for axis in entry.trained_axes if axis.read(trial) is not None}
+    settings = settings_for(entry.name, trial_settings(setup["training"], setup["overrides"], task, values))
     settings.update({k: v for k, v in (trial.get("search") or {}).items() if k in entry.searchable})
-    settings.update(axis_settings(entry.axes, trial))
+    settings.update(axis_settings(entry, trial))
     res = setup["resources"]
     runners = int(canonical_settings(settings).get("evaluation_num_env_runners") or 0)
     config = build_config(entry.name, task.name, dataset_dir(setup["data_root"], task),
@@ -196,11 +219,12 @@ def _define_trial_class() -> type:
             configs = [trial_config(params) for _, params in members]
             self._names = [name for name, _ in members]
             self._iterations = configs[0].num_iterations
-            # FQE critic variants (--critics) are evaluations of a trained policy that switches with critics.
+            # The values of the entry's evaluated axis (e.g. CAPS's --critics) are evaluations of the trained trial.
             setup = config.get("setup") or {}
             self._entry = get_algorithm(trial_params(config)["algo"])
-            self._critics = (setup.get("critics") or ["offline"]) if self._entry.evaluates_critics else ["offline"]
-            self._fqe_steps = setup.get("fqe_steps")
+            self._variants = evaluated_values(self._entry, setup)
+            self._variant_settings = {item.name: (setup.get(ALGORITHM_SETTINGS) or {}).get(item.name)
+                                      for item in self._entry.sweep_settings}
             self.algorithms = [built.build_algo() for built in configs]
             self.population = None if self._names == [None] else PopulationRun(self.algorithms, self._names)
 
@@ -220,9 +244,9 @@ def _define_trial_class() -> type:
             """One trained algorithm's result with the sweep's metrics (and after training, its critic variants)."""
             metrics = sweep_metrics(result.get(EVALUATION_RESULTS, {}).get(RESULTS_KEY) if done else None)
             metrics[GRADIENT_STEPS] = iteration * algorithm.config.updates_per_iteration
-            if done and self._critics != ["offline"]:
-                metrics[CRITIC_RESULTS] = self._entry.extension.evaluate_variants(
-                    algorithm, self._critics, {"fqe_steps": self._fqe_steps})
+            if done and self._variants:
+                metrics[VARIANT_RESULTS] = self._entry.extension.evaluate_variants(
+                    algorithm, self._variants, self._variant_settings)
             return {**metrics, **result}
 
         def save_checkpoint(self, checkpoint_dir: str) -> None:
@@ -269,19 +293,21 @@ def _define_trial_logger() -> type:
     return TrialLogger
 
 
+def evaluated_values(entry: AlgorithmEntry, setup: Mapping[str, Any]) -> list[Any]:
+    """The values of the entry's evaluated axis that a trained trial is evaluated at besides the trained one (its
+    reference): none where the sweep asks only for that (or the entry has no such axis)."""
+    axis = entry.evaluated_axis
+    values = list((setup.get(EVALUATED) or {}).get(axis.name) or []) if axis else []
+    return [] if values in ([], [axis.reference]) else values
+
+
 def axis_parts(params: Mapping[str, Any], leave_out: Collection[str] = ()) -> list[str]:
-    """``["K2"]``, ``["kappa10"]``, ``["K2", "sacbc", "separate"]``: the trial's axis values of its algorithm, for
-    names and logs; ablation axes at their default (``AXIS_DEFAULTS``) and the axes in ``leave_out`` are left out."""
-    parts = []
-    for axis in get_algorithm(params["algo"]).axes:
-        if axis in leave_out:
-            continue
-        value = params.get(axis, AXIS_DEFAULTS.get(axis))
-        if axis in AXIS_DEFAULTS:
-            parts += [] if value == AXIS_DEFAULTS[axis] else [str(value)]
-        else:
-            parts.append(axis_part(axis, value))
-    return parts
+    """``["K2"]``, ``["kappa10"]``, ``["K2", "sacbc", "separate"]``: the trial's trained axis values of its
+    algorithm, for names and logs; values at their default that names leave out (``SweepAxis.named``) and the axes
+    in ``leave_out`` are left out."""
+    values = get_algorithm(params["algo"]).axis_values(params)
+    return [axis.part(values[axis.name]) for axis in get_algorithm(params["algo"]).trained_axes
+            if axis.name not in leave_out and axis.named(values[axis.name])]
 
 
 def _identity(config: Mapping[str, Any], seed: str) -> list[str]:
