@@ -12,10 +12,10 @@ import pytest
 from sim_datasets import make_data_root  # tests/sim_datasets.py
 
 from rllib_caps.report import load_trials, write_report
-from rllib_caps.report.records import EVALUATED, VARIANT_RESULTS, trial_params
 from rllib_caps.sweeps.options import SweepError, SweepOptions, check_options, resolve_options
 from rllib_caps.sweeps.resources import TrialResources
 from rllib_caps.sweeps.runner import check_trials, grid_param_space, run_sweep, setup_dict, tune_variants
+from rllib_caps.sweeps.trial_schema import EVALUATED, VARIANT_RESULTS, trial_params
 from rllib_caps.sweeps.trials import trial_config
 from rllib_caps.tune import parse_args
 

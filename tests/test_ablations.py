@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from rllib_caps.report.ablations import ablation_tables, format_csv, format_latex, format_markdown
-from rllib_caps.report.records import VARIANT_RESULTS, TrialRecord, load_trials
+from rllib_caps.report.records import TrialRecord, load_trials
 from rllib_caps.report.writer import write_report
+from rllib_caps.sweeps.trial_schema import VARIANT_RESULTS
 
 T_975_1 = 12.706204736174707  # Student-t quantile 0.975 with 1 degree of freedom
 

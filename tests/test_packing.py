@@ -11,13 +11,14 @@ import pytest
 import torch
 
 from rllib_caps.report import MainTable, load_trials, summarize, write_report
-from rllib_caps.report.records import MEMBERS, member_name
 from rllib_caps.sweeps.grid import describe_grid, grid_variants
 from rllib_caps.sweeps.options import SweepError, SweepOptions, check_options
 from rllib_caps.sweeps.packing import members_that_fit, packed_variants, packs, samples_per_population
 from rllib_caps.sweeps.resources import plan_resources
 from rllib_caps.sweeps.runner import run_sweep, setup_dict
-from rllib_caps.sweeps.trials import describe_trial, trial_class, trial_name
+from rllib_caps.sweeps.trainable import SweepTrial
+from rllib_caps.sweeps.trial_schema import MEMBERS, member_name
+from rllib_caps.sweeps.trials import describe_trial, trial_name
 from rllib_caps.tune import main, parse_args
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -152,17 +153,17 @@ def test_a_packed_trial_restored_from_its_checkpoint_continues_as_if_uninterrupt
         return [{k: v.clone() for k, v in algorithm.get_module().state_dict().items()}
                 for algorithm in trainable.algorithms]
 
-    straight = trial_class()(config=trial)
+    straight = SweepTrial(config=trial)
     while not straight.train()["done"]:
         pass
     expected = weights(straight)
     straight.stop()
 
-    interrupted = trial_class()(config=trial)
+    interrupted = SweepTrial(config=trial)
     interrupted.train()
     checkpoint = interrupted.save(str(tmp_path / "checkpoint"))
     interrupted.stop()
-    restored = trial_class()(config=trial)
+    restored = SweepTrial(config=trial)
     restored.restore(checkpoint)
     result = restored.train()
     assert result["done"] and set(result[MEMBERS]) == {"seed3", "seed4"}
@@ -216,7 +217,7 @@ def test_members_with_remote_evaluation_runners_evaluate_at_once_as_they_do_one_
     setup = setup_dict(options, plan_resources(1, 2, 0, num_gpus=0, cpus_per_trial=1, gpus_per_trial=None,
                                                max_concurrent=None))
     (variant,) = packed_variants(grid_variants(options, options.task_specs()), options.seeds)
-    trainable = trial_class()(config={"variant": variant, "setup": setup})
+    trainable = SweepTrial(config={"variant": variant, "setup": setup})
     while not (result := trainable.train())["done"]:
         pass
     assert all(algorithm.config.evaluation_num_env_runners == 1 for algorithm in trainable.algorithms)
@@ -267,7 +268,7 @@ def test_an_evaluation_during_training_rolls_out_while_the_population_trains_on(
     def run(iterations: int, restore: bool = False) -> tuple[list[dict], list[dict[str, torch.Tensor]]]:
         training_starts.clear()
         evaluations_timed.clear()
-        trainable = trial_class()(config={"variant": variant, "setup": setup})
+        trainable = SweepTrial(config={"variant": variant, "setup": setup})
         for algorithm in trainable.algorithms:
             algorithm.evaluate = timed(algorithm.evaluate)
         if restore:

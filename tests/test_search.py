@@ -14,7 +14,6 @@ from rllib_caps.algorithms.caps.search_space import CAPSSearchSpace
 from rllib_caps.algorithms.registry import get_algorithm
 from rllib_caps.envs.tasks import get_task
 from rllib_caps.report import TrialRecord, load_trials
-from rllib_caps.report.records import trial_members
 from rllib_caps.sweeps.options import SweepError, SweepOptions, resolve_options
 from rllib_caps.sweeps.packing import samples_per_population
 from rllib_caps.sweeps.resources import plan_resources
@@ -27,6 +26,7 @@ from rllib_caps.sweeps.search import (
     make_searcher,
     search_space,
 )
+from rllib_caps.sweeps.trial_schema import trial_members
 from rllib_caps.sweeps.trials import constrained_objective, trial_config, trial_settings
 from rllib_caps.tune import parse_args
 

@@ -25,12 +25,12 @@ from rllib_caps.sweeps.options import SweepError, SweepOptions, load_config_file
 from rllib_caps.sweeps.plan import PLAN_FILE, new_trial_grids, sweep_plan
 from rllib_caps.sweeps.resources import plan_resources
 from rllib_caps.sweeps.runner import dashboard_message, run_sweep, setup_dict
+from rllib_caps.sweeps.trainable import SweepTrial
 from rllib_caps.sweeps.trials import (
     METRIC_KEYS,
     constrained_objective,
     dataset_dir,
     settings_for,
-    trial_class,
     trial_config,
     trial_name,
     trial_settings,
@@ -351,10 +351,10 @@ def test_a_reused_trial_actor_gives_the_results_of_a_fresh_one(ray_address: str,
         return {"metrics": [result[k] for k in METRIC_KEYS],
                 "weights": {k: v.clone() for k, v in trainable.algorithms[0].get_module().state_dict().items()}}
 
-    fresh = trial_class()(config=trials[1])
+    fresh = SweepTrial(config=trials[1])
     expected = run_to_end(fresh)
     fresh.stop()
-    reused = trial_class()(config=trials[0])
+    reused = SweepTrial(config=trials[0])
     first = run_to_end(reused)
     assert reused.reset(trials[1])
     again = run_to_end(reused)

@@ -25,8 +25,8 @@ from typing import Any
 from rllib_caps.algorithms.registry import COST_LIMIT_AXIS, get_algorithm
 from rllib_caps.core.population import MEMBER_SETTINGS
 from rllib_caps.core.torch_learner import computes_pure_losses
-from rllib_caps.report.records import MEMBERS, member_name
 from rllib_caps.sweeps.options import SweepOptions
+from rllib_caps.sweeps.trial_schema import MEMBERS, member_name
 
 MEMBER_AXES = MEMBER_SETTINGS & {COST_LIMIT_AXIS}  # grid axes whose values may differ inside one population
 # The largest population a search packs: on an H100 (h512/b512, TF32, captured) member-steps/s rose 34% from P = 8 to

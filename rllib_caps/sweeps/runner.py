@@ -13,7 +13,7 @@ from rllib_caps.core.interrupts import init_ray, tune_stops_on_interrupt
 from rllib_caps.data import DatasetError
 from rllib_caps.data.validation import check_dataset
 from rllib_caps.envs import TaskSpec
-from rllib_caps.report.records import ALGORITHM_SETTINGS, EVALUATED, load_trials
+from rllib_caps.report.records import load_trials
 from rllib_caps.sweeps.grid import describe_grid, grid_variants
 from rllib_caps.sweeps.options import SweepError, SweepOptions
 from rllib_caps.sweeps.packing import members_that_fit, packed_variants, packs
@@ -26,15 +26,14 @@ from rllib_caps.sweeps.state_backup import (
     state_backup,
 )
 from rllib_caps.sweeps.tracking import tracking_callbacks
+from rllib_caps.sweeps.trial_schema import ALGORITHM_SETTINGS, EVALUATED
 from rllib_caps.sweeps.trials import (
     dataset_dir,
     describe_trial,
     missing_datasets,
     missing_datasets_message,
     scope_axis,
-    trial_class,
     trial_config,
-    trial_logger,
     trial_name,
     unknown_settings,
 )
@@ -113,7 +112,9 @@ def run_experiment(options: SweepOptions, experiment_dir: Path, param_space: dic
     (``rllib_caps.sweeps.tracking``; a resumed experiment keeps those it started with); returns the ResultGrid."""
     from ray import tune
 
-    trainable = trial_class()
+    from rllib_caps.sweeps.trainable import SweepTrial, TrialLogger
+
+    trainable = SweepTrial
     check_experiment_dir(experiment_dir, resume)
     if resume and not experiment_state_saved(experiment_dir):
         if load_trials(experiment_dir)[0]:
@@ -139,7 +140,7 @@ def run_experiment(options: SweepOptions, experiment_dir: Path, param_space: dic
                 checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=options.checkpoint_every,
                                                         checkpoint_at_end=True,
                                                         num_to_keep=CHECKPOINTS_KEPT),
-                callbacks=[trial_logger(), state_backup(experiment_dir), *tracking_callbacks(options)], verbose=1,
+                callbacks=[TrialLogger(), state_backup(experiment_dir), *tracking_callbacks(options)], verbose=1,
             ),
         )
     with tune_stops_on_interrupt() as interrupt:

@@ -26,13 +26,14 @@ from ray.tune.search import Repeater, Searcher
 
 from rllib_caps.algorithms.registry import AlgorithmEntry, get_algorithm
 from rllib_caps.core.ray_internals import trial_group
-from rllib_caps.report.records import MEMBERS, TrialRecord, load_trials, member_name
+from rllib_caps.report.records import TrialRecord, load_trials
 from rllib_caps.sweeps.grid import axis_combinations
 from rllib_caps.sweeps.options import SweepError, SweepOptions, option_axes
 from rllib_caps.sweeps.packing import packs, samples_per_population, why_not_packed
 from rllib_caps.sweeps.plan import record_plan
 from rllib_caps.sweeps.resources import plan_resources
 from rllib_caps.sweeps.runner import check_experiment_dir, check_trials, run_experiment, setup_dict
+from rllib_caps.sweeps.trial_schema import MEMBERS, member_name
 from rllib_caps.sweeps.trials import axis_parts, constrained_objective
 from rllib_caps.utils.atomic import atomic_file
 

@@ -3,7 +3,7 @@
 A trial's Tune config is small: ``algo``, ``task``, the algorithm's trained axes by name (``num_heads``,
 ``backbone`` and ``actor`` for CAPS, ``cost_limit`` for the per-threshold baselines; ``AlgorithmEntry.axes``),
 ``seed`` (or ``seeds`` under a Repeater), the optional ``search`` values and the sweep-wide ``setup``; a grid sweep
-nests the first three under ``variant`` (``rllib_caps.report.records.trial_params`` flattens it). One trainable,
+nests the first three under ``variant`` (``rllib_caps.sweeps.trial_schema.trial_params`` flattens it). One trainable,
 ``SweepTrial``, runs every algorithm, so trials of different algorithms share one Tune experiment and pack on the
 same CPUs/GPUs. The last training iteration evaluates at the task's thresholds and ends the trial; every result
 carries top-level ``normalized_reward``, ``normalized_cost``, ``safe`` and ``objective`` (NaN before that
@@ -30,19 +30,16 @@ from rllib_caps.algorithms.registry import (
     declared,
     get_algorithm,
 )
-from rllib_caps.core.keys import GRADIENT_STEPS, RESULTS_KEY
+from rllib_caps.core.keys import GRADIENT_STEPS
 from rllib_caps.data.schema import DATA_DIR
 from rllib_caps.envs import TaskSpec, get_task
-from rllib_caps.report.records import (
-    ALGORITHM_SETTINGS,
+from rllib_caps.sweeps.options import SweepError
+from rllib_caps.sweeps.trial_schema import (
     EVALUATED,
     MEMBERS,
-    VARIANT_RESULTS,
-    trial_members,
     trial_params,
     trial_seed,
 )
-from rllib_caps.sweeps.options import SweepError
 
 logger = logging.getLogger("rllib_caps.tune")
 
@@ -177,122 +174,6 @@ def members_summary(results: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     return summary
 
 
-def _define_trial_class() -> type:
-    """``SweepTrial``: the Tune trainable of every algorithm. It builds the trial's algorithm (whose class the
-    registry's config names) and delegates to it: ``train()`` per step, ending after the evaluation of the last
-    iteration; checkpoints are the algorithm's own (``save_to_path``). Its resources are the algorithm's
-    placement group, so the algorithm's learners and EnvRunners land in the trial's bundles. Tune reuses a
-    finished trial's actor for the next trial that asks for the same resources (``reset_config`` stops one
-    algorithm and builds the next), so a trial does not pay a new process and its imports. Defined on first
-    use so importing this module does not import Ray."""
-    from ray.rllib.utils.metrics import EVALUATION_RESULTS
-    from ray.tune import Trainable
-    from ray.tune.result import DONE
-
-    from rllib_caps.sweeps.population_run import PopulationRun
-
-    class SweepTrial(Trainable):
-        @classmethod
-        def default_resource_request(cls, config: dict[str, Any]):
-            """The algorithm's placement group; a packed trial's members share its main bundle and each brings
-            its evaluation EnvRunners' bundles."""
-            from ray.tune import PlacementGroupFactory
-
-            members = trial_members(config)
-            built = trial_config(members[0][1])
-            request = built.algo_class.default_resource_request(built.to_dict())
-            bundles = request.bundles
-            return PlacementGroupFactory([bundles[0], *bundles[1:] * len(members)], strategy=request.strategy)
-
-        def setup(self, config: dict[str, Any]) -> None:
-            self._build(config)
-
-        def reset_config(self, new_config: dict[str, Any]) -> bool:
-            """The next trial in this actor: the finished trial's algorithms stop and the new ones are built (which
-            seeds Python, NumPy and torch afresh from their configs, as in a new process)."""
-            self._stop()
-            self._build(new_config)
-            return True
-
-        def _build(self, config: dict[str, Any]) -> None:
-            members = trial_members(config)
-            configs = [trial_config(params) for _, params in members]
-            self._names = [name for name, _ in members]
-            self._iterations = configs[0].num_iterations
-            # The values of the entry's evaluated axis (e.g. CAPS's --critics) are evaluations of the trained trial.
-            setup = config.get("setup") or {}
-            self._entry = get_algorithm(trial_params(config)["algo"])
-            self._variants = evaluated_values(self._entry, setup)
-            self._variant_settings = {item.name: (setup.get(ALGORITHM_SETTINGS) or {}).get(item.name)
-                                      for item in self._entry.sweep_settings}
-            self.algorithms = [built.build_algo() for built in configs]
-            self.population = None if self._names == [None] else PopulationRun(self.algorithms, self._names)
-
-        def step(self) -> dict[str, Any]:
-            iteration = self.iteration + 1
-            done = iteration >= self._iterations
-            results = (self.population.train(iteration) if self.population else
-                       [self.algorithms[0].train()])
-            results = [self._member_result(algorithm, result, iteration, done)
-                       for algorithm, result in zip(self.algorithms, results, strict=True)]
-            if self.population is None:
-                return {**results[0], DONE: done}
-            return {**members_summary(results), MEMBERS: dict(zip(self._names, results, strict=True)), DONE: done}
-
-        def _member_result(self, algorithm: Any, result: dict[str, Any], iteration: int, done: bool
-                           ) -> dict[str, Any]:
-            """One trained algorithm's result with the sweep's metrics (and after training, its critic variants)."""
-            metrics = sweep_metrics(result.get(EVALUATION_RESULTS, {}).get(RESULTS_KEY) if done else None)
-            metrics[GRADIENT_STEPS] = iteration * algorithm.config.updates_per_iteration
-            if done and self._variants:
-                metrics[VARIANT_RESULTS] = self._entry.extension.evaluate_variants(
-                    algorithm, self._variants, self._variant_settings)
-            return {**metrics, **result}
-
-        def save_checkpoint(self, checkpoint_dir: str) -> None:
-            if self.population:
-                self.population.save(checkpoint_dir)
-            else:
-                self.algorithms[0].save_to_path(checkpoint_dir)
-
-        def load_checkpoint(self, checkpoint: str) -> None:
-            if self.population:
-                self.population.restore(checkpoint)
-            else:
-                self.algorithms[0].restore_from_path(checkpoint)
-
-        def cleanup(self) -> None:
-            self._stop()
-
-        def _stop(self) -> None:
-            if self.population:
-                self.population.stop()
-            else:
-                self.algorithms[0].stop()
-
-    SweepTrial.__module__, SweepTrial.__qualname__ = __name__, "SweepTrial"  # its Ray actor name, and for pickle
-    return SweepTrial
-
-
-def _define_trial_logger() -> type:
-    from ray.tune import Callback
-
-    class TrialLogger(Callback):
-        """Tune callback: one log line per finished trial with its normalised reward and cost."""
-
-        def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-            r = trial.last_result
-            logger.info("finished %s: normalised reward %.3f, cost %.3f (%s)", describe_trial(trial.config),
-                        r.get("normalized_reward", math.nan), r.get("normalized_cost", math.nan),
-                        "safe" if r.get("safe") == 1 else "UNSAFE")
-
-        def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-            logger.error("trial %s failed; see %s", describe_trial(trial.config), trial.path)
-
-    TrialLogger.__module__ = __name__
-    return TrialLogger
-
-
 def evaluated_values(entry: AlgorithmEntry, setup: Mapping[str, Any]) -> list[Any]:
     """The values of the entry's evaluated axis that a trained trial is evaluated at besides the trained one (its
     reference): none where the sweep asks only for that (or the entry has no such axis)."""
@@ -329,26 +210,3 @@ def trial_name(config: Mapping[str, Any], trial_id: str) -> str:
     """``caps_BallCircle_K2_seed0_<id>``, ``bc-safe_BallCircle_kappa10_seed0_<id>``,
     ``bc-safe_BallCircle_population9_<id>``."""
     return "_".join([*_identity(config, "seed{}"), trial_id])
-
-
-def trial_class() -> type:
-    """The (cached) Tune trainable of every algorithm, ``SweepTrial``."""
-    if "SweepTrial" not in globals():
-        globals()["SweepTrial"] = _define_trial_class()
-    return globals()["SweepTrial"]
-
-
-def trial_logger() -> Any:
-    if "TrialLogger" not in globals():
-        globals()["TrialLogger"] = _define_trial_logger()
-    return globals()["TrialLogger"]()
-
-
-def __getattr__(name: str) -> Any:
-    """Lazy module attributes: pickle finds ``rllib_caps.sweeps.trials.SweepTrial`` through this in Ray workers."""
-    if name == "SweepTrial":
-        return trial_class()
-    if name == "TrialLogger":
-        trial_logger()
-        return globals()[name]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
