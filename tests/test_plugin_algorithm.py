@@ -89,19 +89,25 @@ class ToyBCPolicy(DeployedPolicy):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 
-def toy_space(axes: Mapping[str, Any], ranges: Mapping[str, Any]) -> Callable[[Any], None]:
+@dataclass(frozen=True)
+class ToySpace:
+    low: float
+    high: float
+
+    def __call__(self, trial: Any) -> None:
+        trial.suggest_float("search/actor_lr", self.low, self.high, log=True)
+
+
+def toy_space(axes: Mapping[str, Any], ranges: Mapping[str, Any]) -> ToySpace:
     low, high = ranges.get("actor_lr", (1e-4, 1e-2))
     if not 0 < low < high:
         raise ValueError(f"actor_lr: need 0 < low < high, got [{low}, {high}]")
-
-    def space(trial: Any) -> None:
-        trial.suggest_float("search/actor_lr", low, high, log=True)
-
-    return space
+    return ToySpace(float(low), float(high))
 ''',
 }
 TOY_ENTRY = '''

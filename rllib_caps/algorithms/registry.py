@@ -161,8 +161,8 @@ class AlgorithmEntry:
     sweep_settings: tuple[SweepSetting, ...] = ()  # its sweep options that are no axis (``evaluate_variants``)
     train_flags: tuple[TrainFlag, ...] = ()  # its own ``train`` flags
     # "module:function" or the function: (the trial's axis values by name, the sweep YAML's ``search_space`` ranges)
-    # -> Optuna's define-by-run space, which suggests ``search/<setting>`` for each setting in ``searchable``; raises
-    # ValueError naming the range at fault.
+    # -> Optuna's define-by-run space, a picklable callable (Tune saves the searcher) that suggests
+    # ``search/<setting>`` for each setting in ``searchable``; raises ValueError naming the range at fault.
     search_space: str | Callable[..., Callable[[Any], dict[str, Any] | None]] = ""
     policy_path: str = ""  # "module:ClassName" of its Ray-free deployable policy (core.rollout), if it has one
     ablations: tuple[AblationAxis, ...] = ()  # the report's ablation tables over its trials
@@ -247,10 +247,17 @@ def axes_label(axes: Sequence[SweepAxis], params: Mapping[str, Any]) -> str:
                     if axis.name != COST_LIMIT_AXIS and axis.name in params and axis.named(params[axis.name]))
 
 
+def search_label(search: Mapping[str, Any]) -> str:
+    """``actor_lr=0.00123``: a trial's searched settings (``lr=0.1,0.2`` for a list)."""
+    return " ".join(f"{name}=" + ",".join(f"{v:.3g}" for v in (value if isinstance(value, list) else [value]))
+                    for name, value in search.items())
+
+
 def fixed_label(label: str, *axes: SweepAxis) -> Callable[[Mapping[str, Any]], str]:
-    """The trial label of an algorithm: ``label``, then the values of its ``axes`` that a label shows (seed and κ are
-    averaged in the report)."""
-    return lambda params: " ".join(filter(None, [label, axes_label(axes, params)]))
+    """The trial label of an algorithm: ``label``, then the values of its ``axes`` that a label shows, then its
+    searched settings (seed and κ are averaged in the report)."""
+    return lambda params: " ".join(filter(None, [label, axes_label(axes, params),
+                                                 search_label(params.get("search") or {})]))
 
 
 # CAPS's surface: its axes (K, backbone, actor, critic), FQE's steps, its train flags and its search space.

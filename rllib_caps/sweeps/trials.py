@@ -178,7 +178,9 @@ def evaluated_values(entry: AlgorithmEntry, setup: Mapping[str, Any]) -> list[An
     """The values of the entry's evaluated axis that a trained trial is evaluated at besides the trained one (its
     reference): none where the sweep asks only for that (or the entry has no such axis)."""
     axis = entry.evaluated_axis
-    values = list((setup.get(EVALUATED) or {}).get(axis.name) or []) if axis else []
+    if axis is None:
+        return []
+    values = list((setup.get(EVALUATED) or {}).get(axis.name) or [])
     return [] if values in ([], [axis.reference]) else values
 
 
