@@ -421,7 +421,7 @@ def test_resume_with_changed_training_settings_is_refused_naming_each(
     assert str(experiment / PLAN_FILE) in err and "Started a local Ray" not in err
     assert main([*argv, "--heads", "4", "--dry-run"]) == 2  # the grid it asks for, and that running it is refused
     captured = capsys.readouterr()
-    assert "heads {4}" in captured.out and "  heads: added 4; removed 2\n" in captured.err
+    assert "K {4}" in captured.out and "  heads: added 4; removed 2\n" in captured.err
     assert sorted(p.relative_to(experiment) for p in experiment.rglob("*")) == before
 
 
