@@ -115,14 +115,14 @@ class SweepSetting:
     passed to ``AlgorithmExtension.evaluate_variants`` as its ``settings``."""
 
     name: str
-    kind: type = int
-    bounds: Mapping[str, Any] = field(default_factory=dict)  # utils.checks.check_number's keywords
+    bounds: Mapping[str, Any] = field(default_factory=dict)  # utils.checks.check_number's keywords (a number)
     help: str = ""
 
 
 @dataclass(frozen=True)
 class TrainFlag:
-    """An algorithm's own ``train`` flag: ``--<flag>`` sets ``setting`` (a friendly name or config attribute)."""
+    """An algorithm's own ``train`` flag: ``flag`` (``--heads``) sets ``setting`` (a friendly name or config
+    attribute)."""
 
     setting: str
     flag: str
