@@ -60,7 +60,9 @@ def option_type(key: str) -> Callable[[str], int | float]:
 
 @dataclass
 class SweepOptions:
-    """Everything a sweep needs. Each field is a flag (``--data-root``) and a YAML key (``data_root``)."""
+    """Everything a sweep needs. Each field is a flag (``--data-root``) and a YAML key (``data_root``), but ``axes``
+    and ``algorithm_settings``, whose entries are (``--heads``, ``heads``; ``--fqe-steps``, ``fqe_steps``):
+    ``of`` and ``flat`` convert."""
 
     algos: list[str] = field(default_factory=lambda: [DEFAULT_ALGORITHM])  # registry names
     tasks: str = "BallCircle"
