@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import sys
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,9 @@ from tqdm import tqdm
 from rllib_caps.algorithms.registry import (
     ALGORITHMS,
     DEFAULT_ALGORITHM,
+    attribute_flag,
     build_config,
+    declared,
     defaults_text,
     get_algorithm,
     names_where,
@@ -67,6 +71,15 @@ def train(config: Any, *, progress: bool = True) -> tuple[Any, dict[str, Any]]:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
+
+
+def flag_names() -> set[str]:
+    """Every long flag of the command line (from its usage text)."""
+    return set(re.findall(r"--[\w-]+", build_parser().format_usage()))
+
+
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m rllib_caps.train",
         description=f"Train an offline safe RL algorithm (default {DEFAULT_ALGORITHM}; or another, e.g. --algo "
@@ -80,28 +93,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--data", required=True, help="converted dataset directory (from data_conversion.dsrl_to_parquet)")
     p.add_argument("--out", required=True, help="checkpoint directory to write (atomically)")
     p.add_argument("--seed", type=seed_type, default=0, help="training seed, an integer in [0, 2**32) (default 0)")
-    p.add_argument("--backbone", choices=("iql", "sacbc"),
-                   help="CAPS's offline RL backbone: IQL or SAC+BC (docs/paper.md, Training) "
-                        f"[{defaults_text('backbone')}]")
     p.add_argument("--cost-limit", type=float,
                    help=f"κ for the algorithms trained for one cost limit (required by "
                         f"{names_where(trained_per_threshold)}; an algorithm that ignores κ in training is evaluated "
                         f"at every threshold of the task without it); "
                         f"{names_where(lambda e: e.threshold_at_deployment)} take κ at deployment")
-    p.add_argument("--heads", type=int, help=f"CAPS: number of policy heads K >= 2 [{defaults_text('heads')}]")
     p.add_argument("--steps", type=int, help=f"gradient steps [{defaults_text('steps')}]")
-    p.add_argument("--implementation", choices=("paper", "code"),
-                   help="the paper's equations or the authors' code behaviour (docs/paper.md) "
-                        f"[{defaults_text('implementation')}]")
     p.add_argument("--time-limit", choices=TIME_LIMITS,
                    help="how the critics treat time-outs: bootstrap through them, treat them as terminal, or "
                         "terminal with the remaining time as a critic input (docs/paper.md) "
                         f"[{defaults_text('time_limit')}]")
-    p.add_argument("--actor-time", action="store_true", default=None,
-                   help="CAPS with --time-limit time_aware: the actor heads also see the remaining time")
-    p.add_argument("--cost-gamma", type=float,
-                   help="CAPS: the cost critics' discount; 1.0 (with --time-limit terminal or time_aware) makes Q^c "
-                        "the undiscounted cost-to-go, compared with the budget left itself [the reward's γ, 0.99]")
     p.add_argument("--hidden", type=int, nargs="+", help=f"hidden layer sizes [{defaults_text('hidden')}]")
     p.add_argument("--batch-size", type=int, help=f"minibatch size per learner [{defaults_text('batch_size')}]")
     p.add_argument("--updates-per-iteration", type=int,
@@ -121,22 +122,41 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="use a dataset without metadata.json or file checksums, and skip the checksums (logged)")
     p.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     p.add_argument("--json", action="store_true", help="print the evaluation results as JSON")
-    return p.parse_args(argv)
+    add_entry_flags(p)
+    return p
 
 
-FLAGS = {"num_heads": "--heads", "num_gradient_steps": "--steps", "train_batch_size_per_learner": "--batch-size",
-         "updates_per_iteration": "--updates-per-iteration", "hidden": "--hidden", "time_limit": "--time-limit",
-         "actor_time": "--actor-time", "cost_gamma": "--cost-gamma", "evaluation_every": "--eval-every",
-         "implementation": "--implementation", "backbone": "--backbone", "cost_limit": "--cost-limit"}
+def add_entry_flags(parser: argparse.ArgumentParser) -> None:
+    """One group per algorithm with the train flags its registry entry declares (``TrainFlag``), each flag once (the
+    first entry's, where two declare the same); a flag's default comes from the config classes."""
+    added: set[str] = set()
+    for entry in ALGORITHMS.values():
+        flags = [flag for flag in entry.train_flags if flag.flag not in added]
+        if not flags:
+            continue
+        g = parser.add_argument_group(f"{entry.display_name}'s settings (--algo {entry.name})")
+        for flag in flags:
+            dest = flag.flag.removeprefix("--").replace("-", "_")
+            if flag.kind is None:
+                g.add_argument(flag.flag, dest=dest, action="store_true", default=None, help=flag.help)
+            else:
+                g.add_argument(flag.flag, dest=dest, type=flag.kind, choices=flag.choices or None,
+                               help=f"{flag.help} [{defaults_text(flag.setting)}]")
+        added |= {flag.flag for flag in flags}
 
 
-def flag_message(err: Exception) -> str:
-    """The error's first line, with config setting names shown as the flags that set them."""
+def entry_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings of the entries' own train flags given on the command line (``TrainFlag.setting`` -> value)."""
+    return {flag.setting: getattr(args, flag.flag.removeprefix("--").replace("-", "_"))
+            for flag in declared("train_flags").values()}
+
+
+def flag_message(err: Exception, flags: Collection[str]) -> str:
+    """The error's first line, with a config setting's name shown as the flag among ``flags`` that sets it."""
     message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-    for name, flag in FLAGS.items():
-        if message.startswith(f"{name} "):
-            return f"{flag} ({name}){message[len(name):]}"
-    return message
+    name = message.split(" ", 1)[0]
+    flag = attribute_flag(name, flags)
+    return f"{flag} ({name}){message[len(name):]}" if flag and " " in message else message
 
 
 def check_gpus(requested: float) -> None:
@@ -155,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         spec, config = _checked_input(args)
     except (ValueError, DatasetError, OutputNotWritableError) as err:
-        print(f"error: {flag_message(err)}", file=sys.stderr)
+        print(f"error: {flag_message(err, flag_names())}", file=sys.stderr)
         return 2
     try:
         # The temporary output directory exists (so --out is writable, free and ours to replace) before training
@@ -188,10 +208,8 @@ def _checked_input(args: argparse.Namespace) -> tuple[Any, Any]:
     if args.eval_episodes is not None and args.eval_episodes < 0:
         raise ValueError(f"--eval-episodes must be >= 0 (0 skips the evaluation), got {args.eval_episodes}")
     config = build_config(args.algo, spec.name, args.data, seed=args.seed, cost_limit=args.cost_limit,
-                          num_gpus_per_learner=args.num_gpus, heads=args.heads, steps=args.steps,
-                          backbone=args.backbone, implementation=args.implementation,
-                          time_limit=args.time_limit, actor_time=args.actor_time, cost_gamma=args.cost_gamma,
-                          hidden=args.hidden, batch_size=args.batch_size,
+                          num_gpus_per_learner=args.num_gpus, steps=args.steps, time_limit=args.time_limit,
+                          **entry_settings(args), hidden=args.hidden, batch_size=args.batch_size,
                           updates_per_iteration=args.updates_per_iteration,
                           eval_episodes=args.eval_episodes, eval_runners=args.eval_runners,
                           eval_every=args.eval_every)

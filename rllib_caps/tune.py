@@ -76,6 +76,27 @@ def prepare_data(options: SweepOptions, missing: list[TaskSpec], source: Any) ->
                          "no trial was started")
 
 
+def add_entry_options(parser: argparse.ArgumentParser) -> None:
+    """One group per algorithm with the sweep axes and settings its registry entry declares (``SweepAxis``,
+    ``SweepSetting``), each flag once (the first entry's, where two declare the same)."""
+    added: set[str] = set()
+    for entry in ALGORITHMS.values():
+        axes = [axis for axis in entry.axes if axis.option and axis.option not in added]
+        settings = [item for item in entry.sweep_settings if item.name not in added]
+        if not axes and not settings:
+            continue
+        g = parser.add_argument_group(f"{entry.display_name}'s sweep axes and settings (--algos {entry.name})")
+        for axis in axes:
+            g.add_argument(f"--{axis.option.replace('_', '-')}", dest=axis.option, type=axis.kind, nargs="+",
+                           choices=axis.choices or None, metavar=axis.option.upper().rstrip("S") or None,
+                           help=f"{axis.help} "
+                                f"[{' '.join(map(str, axis.default))}]")
+        for item in settings:
+            g.add_argument(f"--{item.name.replace('_', '-')}", dest=item.name, type=option_type(item.name),
+                           help=item.help)
+        added |= {axis.option for axis in axes} | {item.name for item in settings}
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m rllib_caps.tune",
@@ -103,17 +124,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    f"[{d.tasks}]")
     g.add_argument("--seeds", type=seed_type, nargs="+",
                    help=f"training seeds, integers in [0, 2**32) [{' '.join(map(str, d.seeds))}]")
-    g.add_argument("--heads", type=int, nargs="+",
-                   help=f"CAPS's numbers of policy heads K, e.g. 2 4 8 [{' '.join(map(str, d.heads))}]")
-    g.add_argument("--backbones", nargs="+", help="offline RL backbones under the heads, one trial each (ablation: "
-                   f"iql, sacbc) [{' '.join(d.backbones)}]")
-    g.add_argument("--actors", nargs="+", help="actor bodies, one trial each: shared (paper) or separate (ablation) "
-                   f"[{' '.join(d.actors)}]")
-    g.add_argument("--critics", nargs="+", help="critics the switching rule reads, each evaluated after the same "
-                   "training (FQE ablation): offline, fqe-reward (FQE Q̂^r + offline Q^c), fqe-both (FQE Q̂^r and "
-                   f"Q̂^c) [{' '.join(d.critics)}]")
-    g.add_argument("--fqe-steps", type=option_type("fqe_steps"),
-                   help="FQE gradient steps per trial with --critics fqe-* [20000]")
     g.add_argument("--data-root", help=f"directory with one converted dataset per task, ROOT/<Task>/ [{d.data_root}]")
     g.add_argument("--prepare", nargs="?", const="hf", metavar="SOURCE",
                    help="first fetch and convert the tasks' missing datasets into --data-root, on the sweep's Ray "
@@ -138,6 +148,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         f"deployment ({names_where(lambda e: e.threshold_at_deployment)}) evaluated at the limit sets "
                         "{5,10} … {40,80} without retraining "
                         "[on when the sweep has such an algorithm]")
+    add_entry_options(p)
     g = p.add_argument_group("where results go")
     g.add_argument("--storage", help=f"results directory [{d.storage}]")
     g.add_argument("--name", help=f"experiment name: results in STORAGE/NAME [the --config stem, else {d.name}]")
@@ -154,8 +165,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     g.add_argument("--mlflow", nargs="?", const=True, metavar="URI",
                    help=f"log every trial to MLflow at tracking URI URI [{SQLITE}STORAGE/{MLFLOW_DB}]")
     g = p.add_argument_group("search")
-    g.add_argument("--search", choices=("optuna",), help="Optuna over awr_beta (β) and the K-2 middle λ_k, per task "
-                   "and K; each sample runs every seed; best parameters go to STORAGE/NAME/best_params.yaml")
+    g.add_argument("--search", choices=("optuna",), help="Optuna over the searchable settings of one algorithm in the "
+                   "space its entry declares (CAPS: awr_beta (β) and the K-2 middle λ_k), per task and axis values "
+                   "(K); each sample runs every seed; best parameters go to STORAGE/NAME/best_params.yaml")
     g.add_argument("--num-samples", type=option_type("num_samples"),
                    help=f"Optuna samples per task and K [{d.num_samples}]")
     g.add_argument("--population-samples", type=option_type("population_samples"), metavar="N",

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from rllib_caps.report.ablations import ablation_tables, format_csv, format_latex, format_markdown
-from rllib_caps.report.records import CRITIC_RESULTS, TrialRecord, load_trials
+from rllib_caps.report.records import TrialRecord, load_trials
 from rllib_caps.report.writer import write_report
+from rllib_caps.sweeps.trial_schema import VARIANT_RESULTS
 
 T_975_1 = 12.706204736174707  # Student-t quantile 0.975 with 1 degree of freedom
 
@@ -28,21 +29,22 @@ def evaluation(reward: float, cost: float) -> dict:
 
 def record(seed: int, reward: float, cost: float, *, heads: int = 2, actor: str = "shared", critic: str = "offline",
            task: str = "BallCircle") -> TrialRecord:
-    return TrialRecord(algo="caps", task=task, heads=heads, seed=seed, search={}, evaluation=evaluation(reward, cost),
-                       trial_dir=Path(f"/x/{task}{heads}{actor}{seed}"), checkpoint=None, actor=actor, critic=critic)
+    return TrialRecord(algo="caps", task=task, seed=seed, search={}, evaluation=evaluation(reward, cost),
+                       trial_dir=Path(f"/x/{task}{heads}{actor}{seed}"), checkpoint=None,
+                       axes={"num_heads": heads, "actor": actor, "critic": critic})
 
 
 def test_one_table_per_varied_axis_with_the_other_axes_at_their_reference() -> None:
     records = [record(s, 0.5, 0.5, heads=k, actor=a) for s in (0, 1) for k in (2, 4) for a in ("shared", "separate")]
     tables = {t.axis.name: t for t in ablation_tables(records)}
-    assert set(tables) == {"heads", "actor"}  # backbone and critic take one value: no table
-    assert tables["heads"].fixed == {"actor": "shared", "backbone": "iql", "critic": "offline"}
-    assert tables["heads"].values == [2, 4]
-    assert tables["actor"].fixed == {"heads": 2, "backbone": "iql", "critic": "offline"}
+    assert set(tables) == {"num_heads", "actor"}  # backbone and critic take one value: no table
+    assert tables["num_heads"].fixed == {"actor": "shared", "backbone": "iql", "critic": "offline"}
+    assert tables["num_heads"].values == [2, 4]
+    assert tables["actor"].fixed == {"num_heads": 2, "backbone": "iql", "critic": "offline"}
     assert tables["actor"].values == ["shared", "separate"]
     # Without K = 2 in the sweep the reference K is the smallest present.
-    only_large = [r for r in records if r.heads == 4] + [record(0, 0.1, 0.1, heads=8)]
-    assert {t.axis.name: t.fixed.get("heads") for t in ablation_tables(only_large)}["actor"] == 4
+    only_large = [r for r in records if r.axes["num_heads"] == 4] + [record(0, 0.1, 0.1, heads=8)]
+    assert {t.axis.name: t.fixed.get("num_heads") for t in ablation_tables(only_large)}["actor"] == 4
 
 
 def test_cells_are_mean_and_student_t_ci_over_seeds_with_safe_marks() -> None:
@@ -67,7 +69,7 @@ def test_cells_are_mean_and_student_t_ci_over_seeds_with_safe_marks() -> None:
     lines = format_csv(table).splitlines()
     assert lines[0].startswith("axis,fixed,task,value,seeds,threshold,normalized_reward,reward_ci95")
     # κ = 10 of the offline critics: rewards 0.3 and 0.5 over the two seeds.
-    assert f"critic,heads=2 actor=shared backbone=iql,BallCircle,offline,0 1,10,0.4,{half:.6g}," in lines[1]
+    assert f"critic,K=2 actor=shared backbone=iql,BallCircle,offline,0 1,10,0.4,{half:.6g}," in lines[1]
     assert len(lines) == 1 + 3 * 3  # header + (2 thresholds + mean) × 3 critics
 
 
@@ -92,13 +94,13 @@ def test_critic_variants_of_one_trial_become_records_and_the_report_writes_ablat
                      {"algo": "caps", "task": "BallCircle", "heads": 2, "seed": seed, "backbone": "iql",
                       "actor": "shared", "setup": {}},
                      [{"training_iteration": 1}, {"training_iteration": 2, "evaluation": {"dsrl": evaluation(0, 0)},
-                                                  CRITIC_RESULTS: variants}])
+                                                  VARIANT_RESULTS: variants}])
     _write_trial(experiment, "BallCircle_K4_seed0",
                  {"algo": "caps", "task": "BallCircle", "heads": 4, "seed": 0, "setup": {}},
                  [{"training_iteration": 2, "evaluation": {"dsrl": evaluation(0.3, 0.3)}}])
     records, unfinished = load_trials(experiment)
     assert unfinished == []
-    assert sorted((r.heads, r.seed, r.critic) for r in records) == [
+    assert sorted((r.axes["num_heads"], r.seed, r.axes["critic"]) for r in records) == [
         (2, 0, "fqe-both"), (2, 0, "fqe-reward"), (2, 0, "offline"), (2, 1, "fqe-both"), (2, 1, "fqe-reward"),
         (2, 1, "offline"), (4, 0, "offline")]
     assert {r.config for r in records} == {"K=2", "K=2 fqe-reward", "K=2 fqe-both", "K=4"}
@@ -106,7 +108,7 @@ def test_critic_variants_of_one_trial_become_records_and_the_report_writes_ablat
     assert "## Ablation: number of heads K" in report.markdown
     assert "## Ablation: offline critics vs FQE" in report.markdown
     assert "0.55 ± 0.64" in report.markdown  # offline reward over seeds 0.5, 0.6
-    for name in ("ablation_heads", "ablation_critic"):
+    for name in ("ablation_num_heads", "ablation_critic"):
         for fmt in ("md", "csv", "tex"):
             assert (report.out_dir / f"{name}.{fmt}").is_file()
     assert not (report.out_dir / "ablation_actor.md").exists()

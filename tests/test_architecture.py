@@ -14,10 +14,12 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "rllib_caps"
 
-# Lowest first; a module may import from its own layer or lower ones. `report` must not import `sweeps`.
+# Lowest first; a module may import from its own layer or lower ones. `report` must not import `sweeps`, except the
+# trial-config schema the sweep writes and the report reads (a pure module: no Ray, no other sweep module).
 LAYERS = {"utils": 0, "envs": 0, "data": 0, "core": 1, "algorithms": 2, "sweeps": 3, "report": 3}
 CLI_LAYER = 4  # rllib_caps/{tasks,train,evaluate,export,tune,bench,onnx_runtime}.py, report/__main__.py, the facade
 FORBIDDEN = {("report", "sweeps"), ("envs", "data"), ("data", "envs")}
+SCHEMA = "rllib_caps.sweeps.trial_schema"
 
 
 def module_name(path: Path) -> str:
@@ -56,7 +58,7 @@ def test_graph_has_the_expected_edges() -> None:
     """The parser sees real imports, so the checks below are not vacuous."""
     graph = import_graph()
     assert "rllib_caps.core.offline" in graph["rllib_caps.algorithms.caps.caps"]
-    assert "rllib_caps.report.records" in graph["rllib_caps.sweeps.trials"]
+    assert SCHEMA in graph["rllib_caps.report.records"] and SCHEMA in graph["rllib_caps.sweeps.trials"]
     assert "rllib_caps.sweeps.runner" in graph["rllib_caps.tune"]
     assert layer("rllib_caps.report.__main__") == ("cli", CLI_LAYER) and layer("rllib_caps.report")[0] == "report"
 
@@ -74,7 +76,7 @@ def test_layers_point_one_way() -> None:
         name, level = layer(module)
         for dep in deps:
             dep_name, dep_level = layer(dep)
-            if dep_level > level or (name, dep_name) in FORBIDDEN:
+            if dep_level > level or ((name, dep_name) in FORBIDDEN and dep != SCHEMA):
                 wrong.append(f"{module} ({name}) imports {dep} ({dep_name})")
     assert not wrong, "\n".join(wrong)
 
@@ -126,3 +128,14 @@ def test_core_imports_no_cli_module() -> None:
     assert "rllib_caps.core.ray_session" in graph["rllib_caps.interrupts"]
     wrong = _edges_between("core", "cli")
     assert not wrong, "\n".join(wrong)
+
+
+def test_the_trial_schema_imports_no_sweep_module_and_no_ray() -> None:
+    """The report reads the schema without the sweep code: the schema imports no other ``sweeps`` module (directly or
+    lazily), and no Ray."""
+    assert not {dep for dep in import_graph()[SCHEMA] if layer(dep)[0] == "sweeps"}
+    tree = ast.parse((PACKAGE / "sweeps" / "trial_schema.py").read_text())
+    roots = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+             for alias in node.names}
+    roots |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    assert "rllib_caps" in roots and "ray" not in roots

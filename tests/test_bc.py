@@ -80,7 +80,7 @@ def test_safe_episodes_on_the_bundled_data_and_a_clear_error_when_none_remains()
 
 def test_config_rules_and_registry_entries() -> None:
     assert not get_algorithm("bc-all").threshold_at_deployment and get_algorithm("bc-all").axes == ()
-    assert get_algorithm("bc-safe").axes == ("cost_limit",)
+    assert [axis.name for axis in get_algorithm("bc-safe").axes] == ["cost_limit"]
     all_config = build_config("bc-all", "BallCircle", BUNDLED)
     all_config.validate()  # BC-All needs no κ: evaluated at every threshold
     assert all_config.thresholds == [10.0, 20.0, 40.0] and all_config.hidden == [256, 256]

@@ -107,10 +107,10 @@ def test_the_refusal_names_the_flag_the_estimate_and_the_free_space(tmp_path: Pa
 
 def test_a_sweeps_estimate_counts_every_trial_its_kept_checkpoints_and_results(tmp_path: Path) -> None:
     training = {"steps": 40, "updates_per_iteration": 20, "hidden": [64, 64], "eval_episodes": 1}
-    options = SweepOptions(algos=["caps", "bc-all"], seeds=[0, 1, 2], heads=[2, 4], data_root=str(BUNDLED.parent),
+    options = SweepOptions.of(algos=["caps", "bc-all"], seeds=[0, 1, 2], heads=[2, 4], data_root=str(BUNDLED.parent),
                            storage=str(tmp_path), name="est", training=training)
     tasks = options.task_specs()
-    assert [(v["algo"], v.get("heads"), n) for v, n in trained_variants(options, tasks)] == \
+    assert [(v["algo"], v.get("num_heads"), n) for v, n in trained_variants(options, tasks)] == \
         [("caps", 2, 3), ("caps", 4, 3), ("bc-all", None, 3)]
     estimate = sweep_output_estimate(options, tasks)
     per_variant = [config_checkpoint_bytes(_config("caps", hidden=[64, 64], heads=2)),

@@ -16,7 +16,8 @@ from rllib_caps.sweeps.grid import grid_variants
 from rllib_caps.sweeps.options import SweepError, SweepOptions, resolve_options
 from rllib_caps.sweeps.resources import plan_resources
 from rllib_caps.sweeps.runner import check_trials, setup_dict
-from rllib_caps.sweeps.trials import METRIC_KEYS, trial_class
+from rllib_caps.sweeps.trainable import SweepTrial
+from rllib_caps.sweeps.trials import METRIC_KEYS
 from rllib_caps.train import main as train_main
 from rllib_caps.tune import parse_args
 
@@ -96,7 +97,7 @@ def test_evaluating_during_training_changes_neither_training_nor_the_final_evalu
                                                                           "eval_every": every})
         trial = {"variant": grid_variants(options, options.task_specs())[0], "seed": 5,
                  "setup": setup_dict(options, _resources())}
-        trainable = trial_class()(config=trial)
+        trainable = SweepTrial(config=trial)
         results = [trainable.train() for _ in range(3)]
         runs[every] = results, {k: v.clone() for k, v in trainable.algorithms[0].get_module().state_dict().items()}
         trainable.stop()

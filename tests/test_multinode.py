@@ -16,7 +16,7 @@ from sim_datasets import make_data_root
 from test_fault_injection import continue_processes, finished_in_results, terminated_trials, trial_processes
 
 from rllib_caps.report.records import load_trials
-from rllib_caps.sweeps.trials import trial_class
+from rllib_caps.sweeps.trainable import SweepTrial
 
 
 @pytest.mark.slow
@@ -74,7 +74,7 @@ def test_two_node_sweep_uses_both_nodes_and_resumes_after_the_driver_is_killed(
             assert len((experiment / name / "result.json").read_text().splitlines()) == lines
         assert all(r.checkpoint is not None and r.checkpoint.is_relative_to(storage) for r in records)
         trial_nodes = {a["Address"]["NodeID"] for a in cluster.global_state.actor_table(None).values()
-                       if a["ActorClassName"] == trial_class().__name__}
+                       if a["ActorClassName"] == SweepTrial.__name__}
         assert trial_nodes == {cluster.head_node.node_id, worker.node_id}
     finally:
         if driver is not None and driver.poll() is None:

@@ -11,13 +11,14 @@ import pytest
 import torch
 
 from rllib_caps.report import MainTable, load_trials, summarize, write_report
-from rllib_caps.report.records import MEMBERS, member_name
 from rllib_caps.sweeps.grid import describe_grid, grid_variants
 from rllib_caps.sweeps.options import SweepError, SweepOptions, check_options
 from rllib_caps.sweeps.packing import members_that_fit, packed_variants, packs, samples_per_population
 from rllib_caps.sweeps.resources import plan_resources
 from rllib_caps.sweeps.runner import run_sweep, setup_dict
-from rllib_caps.sweeps.trials import describe_trial, trial_class, trial_name
+from rllib_caps.sweeps.trainable import SweepTrial
+from rllib_caps.sweeps.trial_schema import MEMBERS, member_name
+from rllib_caps.sweeps.trials import describe_trial, trial_name
 from rllib_caps.tune import main, parse_args
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,10 +37,10 @@ def test_pack_auto_packs_gpu_trials_only_and_on_off_are_what_they_say() -> None:
 
 
 def test_packing_groups_seeds_and_kappas_and_leaves_the_other_algorithms_alone() -> None:
-    options = SweepOptions(algos=["caps", "bc-safe", "bearl"], tasks="BallCircle", seeds=[0, 10, 20], heads=[2, 4])
+    options = SweepOptions.of(algos=["caps", "bc-safe", "bearl"], tasks="BallCircle", seeds=[0, 10, 20], heads=[2, 4])
     variants = packed_variants(grid_variants(options, options.task_specs()), options.seeds)
     packed = [v for v in variants if MEMBERS in v]
-    assert [(v["algo"], v.get("heads")) for v in packed] == [("caps", 2), ("caps", 4), ("bc-safe", None)]
+    assert [(v["algo"], v.get("num_heads")) for v in packed] == [("caps", 2), ("caps", 4), ("bc-safe", None)]
     assert [m["seed"] for m in packed[0][MEMBERS]] == [0, 10, 20]
     assert [member_name(m) for m in packed[2][MEMBERS]][:4] == ["kappa10_seed0", "kappa10_seed10", "kappa10_seed20",
                                                                 "kappa20_seed0"]
@@ -48,7 +49,8 @@ def test_packing_groups_seeds_and_kappas_and_leaves_the_other_algorithms_alone()
     assert {v["algo"] for v in alone} == {"bearl"} and len(alone) == 9
     # A population of one is a trial alone.
     one = packed_variants(grid_variants(SweepOptions(seeds=[3]), SweepOptions().task_specs()), [3])
-    assert one == [{"algo": "caps", "task": "BallCircle", "heads": 2, "backbone": "iql", "actor": "shared", "seed": 3}]
+    assert one == [{"algo": "caps", "task": "BallCircle", "num_heads": 2, "backbone": "iql", "actor": "shared",
+                    "seed": 3}]
     name = trial_name({"variant": packed[2], "setup": {}}, "abc")
     assert name == "bc-safe_BallCircle_population9_abc"
     assert describe_trial({"variant": packed[1], "setup": {}}) == "caps BallCircle K4 population3"
@@ -74,7 +76,7 @@ def test_populations_are_split_to_fit_the_cpus_their_members_evaluation_runners_
 def test_dry_run_shows_the_populations(capsys: pytest.CaptureFixture) -> None:
     assert main(["--algos", "caps", "bc-safe", "--seeds", "0", "10", "--dry-run", "--pack", "on"]) == 0
     out = capsys.readouterr().out
-    assert "caps BallCircle heads=2 backbone=iql actor=shared: 2 members (seed0, seed10)" in out
+    assert "caps BallCircle num_heads=2 backbone=iql actor=shared: 2 members (seed0, seed10)" in out
     assert "2 Tune trial(s): 2 population(s) of 8 trials, 0 trial(s) alone" in out
     assert main(["--seeds", "0", "10", "--dry-run"]) == 0
     assert "not packed into populations (--pack auto: the trials train on CPUs)" in capsys.readouterr().out
@@ -151,17 +153,17 @@ def test_a_packed_trial_restored_from_its_checkpoint_continues_as_if_uninterrupt
         return [{k: v.clone() for k, v in algorithm.get_module().state_dict().items()}
                 for algorithm in trainable.algorithms]
 
-    straight = trial_class()(config=trial)
+    straight = SweepTrial(config=trial)
     while not straight.train()["done"]:
         pass
     expected = weights(straight)
     straight.stop()
 
-    interrupted = trial_class()(config=trial)
+    interrupted = SweepTrial(config=trial)
     interrupted.train()
     checkpoint = interrupted.save(str(tmp_path / "checkpoint"))
     interrupted.stop()
-    restored = trial_class()(config=trial)
+    restored = SweepTrial(config=trial)
     restored.restore(checkpoint)
     result = restored.train()
     assert result["done"] and set(result[MEMBERS]) == {"seed3", "seed4"}
@@ -183,7 +185,7 @@ def test_a_packed_search_trains_several_samples_and_their_seeds_as_one_populatio
 
     from rllib_caps.sweeps.search import best_parameters, run_search
 
-    options = SweepOptions(tasks="BallCircle", seeds=[0, 1], heads=[3], data_root=str(ROOT / "datasets"),
+    options = SweepOptions.of(tasks="BallCircle", seeds=[0, 1], heads=[3], data_root=str(ROOT / "datasets"),
                            storage=str(tmp_path), name="optuna", search="optuna", num_samples=3, pack="on",
                            population_samples=2, search_space={"seed": 0},
                            training={**TINY_TRAINING, "thresholds": [10]})
@@ -202,7 +204,7 @@ def test_a_packed_search_trains_several_samples_and_their_seeds_as_one_populatio
         assert result["normalized_reward"] == pytest.approx(
             sum(r.evaluation["mean"]["normalized_reward"] for r in mine) / len(mine))
     chosen = yaml.safe_load(best_file.read_text())["overrides"]["BallCircle"]["K3"]
-    assert chosen["awr_beta"] == best_parameters(records)[("BallCircle", 3)]["awr_beta"]
+    assert chosen["awr_beta"] == best_parameters(records)[("BallCircle", "K3")]["awr_beta"]
 
 
 @pytest.mark.slow
@@ -215,7 +217,7 @@ def test_members_with_remote_evaluation_runners_evaluate_at_once_as_they_do_one_
     setup = setup_dict(options, plan_resources(1, 2, 0, num_gpus=0, cpus_per_trial=1, gpus_per_trial=None,
                                                max_concurrent=None))
     (variant,) = packed_variants(grid_variants(options, options.task_specs()), options.seeds)
-    trainable = trial_class()(config={"variant": variant, "setup": setup})
+    trainable = SweepTrial(config={"variant": variant, "setup": setup})
     while not (result := trainable.train())["done"]:
         pass
     assert all(algorithm.config.evaluation_num_env_runners == 1 for algorithm in trainable.algorithms)
@@ -266,7 +268,7 @@ def test_an_evaluation_during_training_rolls_out_while_the_population_trains_on(
     def run(iterations: int, restore: bool = False) -> tuple[list[dict], list[dict[str, torch.Tensor]]]:
         training_starts.clear()
         evaluations_timed.clear()
-        trainable = trial_class()(config={"variant": variant, "setup": setup})
+        trainable = SweepTrial(config={"variant": variant, "setup": setup})
         for algorithm in trainable.algorithms:
             algorithm.evaluate = timed(algorithm.evaluate)
         if restore:

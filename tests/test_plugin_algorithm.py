@@ -1,8 +1,10 @@
 """An algorithm plugs in as its own folder plus one registry entry (docs/architecture.md, "Adding an algorithm").
 
-A toy algorithm, behaviour cloning with an L1 loss and its own deployable policy, is written into
+A toy algorithm, behaviour cloning with an L1 loss, its own deployable policy, its own sweep axis (the hidden layers'
+width, ``--widths``) and its own Optuna search space (its actor's learning rate), is written into
 ``algorithms/toybc/`` of a copy of the package, with one entry appended to the copy's registry and nothing else
-changed; ``train``, ``evaluate``, ``tune --dry-run``, a one-trial ``tune`` and ``report`` then run on it. The
+changed; ``train``, ``evaluate``, ``tune --help`` (the axis's flag), ``tune --dry-run``, a two-trial ``tune`` over
+the axis, ``tune --search optuna`` over its space and ``report`` (a column for the axis) then run on it. The
 generic layers name no algorithm: ``test_generic_layers_name_no_algorithm`` checks their string literals.
 """
 
@@ -20,6 +22,7 @@ import pytest
 import yaml
 
 from rllib_caps.algorithms.registry import ALGORITHMS
+from rllib_caps.core.deployment import policy_spec
 from tests.sim_datasets import make_data_root
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,11 +84,38 @@ class ToyBCPolicy(DeployedPolicy):
         actions = self.module.forward_inference({Columns.OBS: batch})[Columns.ACTIONS].numpy()
         return self.env_actions(actions, single=np.ndim(obs) == 1)
 ''',
+    "search.py": '''"""ToyBC's Optuna space: its actor's learning rate, log-uniform."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ToySpace:
+    low: float
+    high: float
+
+    def __call__(self, trial: Any) -> None:
+        trial.suggest_float("search/actor_lr", self.low, self.high, log=True)
+
+
+def toy_space(axes: Mapping[str, Any], ranges: Mapping[str, Any]) -> ToySpace:
+    low, high = ranges.get("actor_lr", (1e-4, 1e-2))
+    if not 0 < low < high:
+        raise ValueError(f"actor_lr: need 0 < low < high, got [{low}, {high}]")
+    return ToySpace(float(low), float(high))
+''',
 }
 TOY_ENTRY = '''
+TOY_WIDTH = SweepAxis("width", option="widths", default=(16,), kind=int, label="w", named_default=True,
+                      settings=lambda width: {"hidden": [width, width]}, help="ToyBC's hidden layer widths")
 ALGORITHMS["toybc"] = AlgorithmEntry(
-    name="toybc", config_path="rllib_caps.algorithms.toybc.toybc:ToyBCConfig", trial_label=fixed_label("ToyBC"),
-    searchable=(), threshold_at_deployment=False, title="ToyBC",
+    name="toybc", config_path="rllib_caps.algorithms.toybc.toybc:ToyBCConfig",
+    trial_label=fixed_label("ToyBC", TOY_WIDTH), searchable=("actor_lr",), threshold_at_deployment=False,
+    title="ToyBC", axes=(TOY_WIDTH,), search_space="rllib_caps.algorithms.toybc.search:toy_space",
     policy_path="rllib_caps.algorithms.toybc.policy:ToyBCPolicy")
 '''
 TINY = {"steps": 40, "updates_per_iteration": 20, "hidden": [16, 16], "batch_size": 32, "eval_episodes": 1}
@@ -147,18 +177,37 @@ def test_a_plugged_algorithm_trains_evaluates_sweeps_and_reports(plugged: Path, 
                         "--episodes", "1", "--json")
     assert list(json.loads(evaluated.stdout)["thresholds"]) == ["15"]
 
+    tune_help = run_cli(plugged, tmp_path, "rllib_caps.tune", "--help").stdout
+    assert "ToyBC's sweep axes" in tune_help and "--widths" in tune_help  # the axis the toy's entry declares
+
     sweep = ["rllib_caps.tune", "--algos", "toybc", "--tasks", "BallCircle", "--seeds", "0", "--data-root",
-             str(data_root), "--storage", str(tmp_path / "results"), "--name", "toy"]
-    planned = run_cli(plugged, tmp_path, *sweep, "--dry-run").stdout
-    assert "toybc" in planned and "1 trial" in planned
+             str(data_root), "--storage", str(tmp_path / "results")]
+    planned = run_cli(plugged, tmp_path, *sweep, "--name", "toy", "--widths", "16", "32", "--dry-run").stdout
+    assert "toybc" in planned and "2 trials" in planned and "w {16, 32}" in planned
 
     config = tmp_path / "toy.yaml"
-    config.write_text(yaml.safe_dump({"training": TINY, "cpus_per_trial": 1.0}))
-    swept = run_cli(plugged, tmp_path, *sweep, "--config", str(config))
-    assert "ToyBC" in swept.stdout  # the table printed at the end has the toy's column
+    config.write_text(yaml.safe_dump({"training": TINY, "cpus_per_trial": 1.0, "widths": [16, 32]}))
+    swept = run_cli(plugged, tmp_path, *sweep, "--name", "toy", "--config", str(config))
+    assert "ToyBC w=16" in swept.stdout and "ToyBC w=32" in swept.stdout  # the printed table: one column per value
+    experiment = tmp_path / "results" / "toy"
+    trained = {trial.name.split("_")[2]: policy_spec(trial / "checkpoint_000000")["model_config"]["hidden"]
+               for trial in experiment.glob("toybc_*")}
+    assert trained == {"w16": [16, 16], "w32": [32, 32]}  # each trial trained with its value's setting
 
-    run_cli(plugged, tmp_path, "rllib_caps.report", str(tmp_path / "results" / "toy"))
-    assert "ToyBC" in (tmp_path / "results" / "toy" / "report" / "report.md").read_text()
+    run_cli(plugged, tmp_path, "rllib_caps.report", str(experiment))
+    assert "ToyBC w=32" in (experiment / "report" / "report.md").read_text()
+    header, *rows = (experiment / "report" / "main_table.csv").read_text().splitlines()
+    column = header.split(",").index("w")  # the axis's column (its label)
+    assert {row.split(",")[column] for row in rows} == {"16", "32"}
+
+    config.write_text(yaml.safe_dump({"training": TINY, "cpus_per_trial": 1.0, "num_samples": 2,
+                                      "search_space": {"actor_lr": [1e-4, 1e-3], "seed": 0}}))
+    run_cli(plugged, tmp_path, *sweep, "--name", "toysearch", "--config", str(config), "--search", "optuna")
+    searched = [json.loads(path.read_text())["search"]["actor_lr"]
+                for path in (tmp_path / "results" / "toysearch" / "BallCircle-w16").glob("*/params.json")]
+    assert len(searched) == 2 and len(set(searched)) == 2 and all(1e-4 <= lr <= 1e-3 for lr in searched)
+    best = yaml.safe_load((tmp_path / "results" / "toysearch" / "best_params.yaml").read_text())
+    assert best["overrides"]["BallCircle"]["w16"]["actor_lr"] in searched and best["widths"] == [16]
 
 
 GENERIC = [PACKAGE / "core", PACKAGE / "sweeps", PACKAGE / "report", *PACKAGE.glob("*.py")]

@@ -128,9 +128,10 @@ def _record(algo: str, seed: int, scores: dict[str, tuple[float, float]], cost_l
                   for k, (r, c) in scores.items()}
     mean = {"normalized_reward": sum(r for r, _ in scores.values()) / len(scores),
             "normalized_cost": sum(c for _, c in scores.values()) / len(scores)}
-    return TrialRecord(algo=algo, task="BallCircle", heads=heads, seed=seed, search={},
+    axes = {name: value for name, value in (("num_heads", heads), ("cost_limit", cost_limit)) if value is not None}
+    return TrialRecord(algo=algo, task="BallCircle", seed=seed, search={},
                        evaluation={"thresholds": thresholds, "mean": mean},
-                       trial_dir=Path(f"/x/{algo}_{seed}_{cost_limit}"), checkpoint=None, cost_limit=cost_limit)
+                       trial_dir=Path(f"/x/{algo}_{seed}_{cost_limit}"), checkpoint=None, axes=axes)
 
 
 def test_main_table_puts_algorithms_side_by_side_and_merges_per_kappa_trials_per_seed() -> None:

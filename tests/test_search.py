@@ -10,9 +10,10 @@ import yaml
 from ray.tune.search.optuna import OptunaSearch
 from sim_datasets import make_data_root  # tests/sim_datasets.py
 
+from rllib_caps.algorithms.caps.search_space import CAPSSearchSpace
+from rllib_caps.algorithms.registry import get_algorithm
 from rllib_caps.envs.tasks import get_task
 from rllib_caps.report import TrialRecord, load_trials
-from rllib_caps.report.records import trial_members
 from rllib_caps.sweeps.options import SweepError, SweepOptions, resolve_options
 from rllib_caps.sweeps.packing import samples_per_population
 from rllib_caps.sweeps.resources import plan_resources
@@ -20,22 +21,27 @@ from rllib_caps.sweeps.runner import setup_dict
 from rllib_caps.sweeps.search import (
     METRIC,
     PackedSamples,
-    SearchSpace,
     SeedRepeater,
     best_parameters,
     make_searcher,
     search_space,
 )
+from rllib_caps.sweeps.trial_schema import trial_members
 from rllib_caps.sweeps.trials import constrained_objective, trial_config, trial_settings
 from rllib_caps.tune import parse_args
 
 BUNDLED_DATA = Path(__file__).resolve().parents[1] / "datasets"
 
 
+def caps_space(heads: int, ranges: dict) -> CAPSSearchSpace:
+    """CAPS's search space for K heads, as the search builds it from its registry entry."""
+    return search_space(get_algorithm("caps"), {"num_heads": heads}, ranges)
+
+
 def _record(beta: float, seed: int, reward: float, cost: float, task: str = "BallCircle") -> TrialRecord:
     evaluation = {"thresholds": {}, "mean": {"normalized_reward": reward, "normalized_cost": cost}}
-    return TrialRecord(algo="caps", task=task, heads=2, seed=seed, search={"awr_beta": beta}, evaluation=evaluation,
-                       trial_dir=Path(f"/t/{beta}/{seed}"), checkpoint=None)
+    return TrialRecord(algo="caps", task=task, axes={"num_heads": 2}, seed=seed, search={"awr_beta": beta},
+                       evaluation=evaluation, trial_dir=Path(f"/t/{beta}/{seed}"), checkpoint=None)
 
 
 def test_best_is_the_highest_reward_among_seed_averaged_safe_configs() -> None:
@@ -44,20 +50,21 @@ def test_best_is_the_highest_reward_among_seed_averaged_safe_configs() -> None:
         _record(2.0, 0, 0.70, 1.20), _record(2.0, 10, 0.50, 0.60),  # one seed unsafe, mean 0.90: safe
         _record(3.0, 0, 0.40, 0.10), _record(3.0, 10, 0.40, 0.20),  # safe, lower reward
     ]
-    best = best_parameters(records)[("BallCircle", 2)]
+    best = best_parameters(records)[("BallCircle", "K2")]
     assert best["awr_beta"] == 2.0 and best["seeds"] == [0, 10]
     assert (best["normalized_reward"], best["normalized_cost"]) == pytest.approx((0.60, 0.90))
 
 
 def test_without_a_safe_config_the_least_unsafe_wins() -> None:
     records = [_record(1.0, 0, 0.9, 3.0), _record(2.0, 0, 0.1, 1.2), _record(3.0, 0, 0.5, 1.8)]
-    assert best_parameters(records)[("BallCircle", 2)]["awr_beta"] == 2.0
+    assert best_parameters(records)[("BallCircle", "K2")]["awr_beta"] == 2.0
 
 
 def test_optuna_is_told_the_objective_of_seed_averages() -> None:
     """Two seeds: (0.9, 1.4) unsafe and (0.5, 0.4) safe average to (0.7, 0.9), safe: Optuna must record 0.7,
     not the mean of the per-seed objectives."""
-    searcher = make_searcher(heads=2, ranges={"awr_beta": [1.0, 4.0], "seed": 1}, seeds=[0, 10], total=1)
+    ranges = {"awr_beta": [1.0, 4.0], "seed": 1}
+    searcher = make_searcher(caps_space(2, ranges), ranges, seeds=[0, 10], total=1)
     assert isinstance(searcher, SeedRepeater) and isinstance(searcher.searcher, OptunaSearch)
     searcher.set_search_properties(metric=None, mode=None, config={})
     first, second = searcher.suggest("a"), searcher.suggest("b")
@@ -73,7 +80,7 @@ def test_a_packed_search_trial_holds_several_samples_and_optuna_is_told_each_one
     """Packed, 3 samples at 2 per Tune trial with seeds 0 and 10: the first trial's population is 2 samples × 2
     seeds, each member carrying its sample's β and λ; the second trial holds the last sample; Optuna is told each
     sample's constrained objective of its seeds' means, and a sample whose seeds all failed is an error."""
-    searcher = make_searcher(heads=3, ranges={"seed": 1}, seeds=[0, 10], total=3, samples_per_trial=2)
+    searcher = make_searcher(caps_space(3, {"seed": 1}), {"seed": 1}, seeds=[0, 10], total=3, samples_per_trial=2)
     assert isinstance(searcher, PackedSamples)
     searcher.set_search_properties(metric=None, mode=None, config={})
     first, second = searcher.suggest("a"), searcher.suggest("b")
@@ -117,16 +124,16 @@ def test_samples_per_population_spread_the_samples_over_the_concurrent_trials() 
 def test_search_space_sorts_lambdas_and_checks_ranges() -> None:
     import optuna
 
-    space = search_space(4, {"lambdas": [0.1, 3.0]})
+    space = caps_space(4, {"lambdas": [0.1, 3.0]})
     trial = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0)).ask()
     constants = space(trial)
     assert set(trial.params) == {"search/awr_beta", "search/lambda_1", "search/lambda_2"}
     assert constants["search/lambdas"] == sorted(trial.params[f"search/lambda_{k}"] for k in (1, 2))
-    assert SearchSpace(2)(optuna.create_study().ask()) is None  # K = 2: only β
+    assert CAPSSearchSpace(2)(optuna.create_study().ask()) is None  # K = 2: only β
     with pytest.raises(SweepError, match="search_space.awr_beta"):
-        search_space(2, {"awr_beta": [3.0, 1.0]})
+        caps_space(2, {"awr_beta": [3.0, 1.0]})
     with pytest.raises(SweepError, match="unknown keys"):
-        search_space(2, {"beta": [1.0, 2.0]})
+        caps_space(2, {"beta": [1.0, 2.0]})
 
 
 @pytest.mark.slow
@@ -135,7 +142,7 @@ def test_optuna_search_returns_constrained_best_parameters(ray_address: str, tmp
     from rllib_caps.sweeps.search import run_search
 
     data_root = make_data_root(tmp_path / "data", ["BallCircle"], episodes=4)
-    options = SweepOptions(tasks="BallCircle", seeds=[0], heads=[3], data_root=str(data_root), storage=str(tmp_path),
+    options = SweepOptions.of(tasks="BallCircle", seeds=[0], heads=[3], data_root=str(data_root), storage=str(tmp_path),
                            name="optuna", search="optuna", num_samples=3,
                            search_space={"awr_beta": [0.5, 8.0], "lambdas": [0.1, 4.0], "seed": 0},
                            training={"steps": 60, "updates_per_iteration": 30, "hidden": [16, 16],
@@ -158,8 +165,8 @@ def test_optuna_search_returns_constrained_best_parameters(ray_address: str, tmp
         assert scores[chosen["awr_beta"]][1] == min(c for _, c in scores.values())
 
     sweep = resolve_options(parse_args(["--config", str(best_file)]))  # a normal sweep accepts it
-    assert sweep.search is None and sweep.heads == [3] and sweep.seeds == [0]
-    settings = trial_settings(sweep.training_settings(), sweep.overrides, get_task("BallCircle"), 3)
+    assert sweep.search is None and sweep.axes["num_heads"] == [3] and sweep.seeds == [0]
+    settings = trial_settings(sweep.training_settings(), sweep.overrides, get_task("BallCircle"), {"num_heads": 3})
     assert settings["awr_beta"] == chosen["awr_beta"] and settings["steps"] == 60
 
 

@@ -200,8 +200,8 @@ def test_a_sweep_logs_each_trial_to_wandb_offline_and_mlflow(ray_address: str, t
     mlflow.set_tracking_uri(uri)
     (_, run), = mlflow.search_runs(experiment_names=["tracked"]).iterrows()
     assert (run["status"], run["tags.mlflow.runName"]) == ("FINISHED", record.trial_dir.name)
-    assert (run["params.variant/algo"], run["params.variant/task"], run["params.variant/heads"], run["params.seed"]) \
-        == ("caps", "BallCircle", "2", "0")
+    assert (run["params.variant/algo"], run["params.variant/task"], run["params.variant/num_heads"],
+            run["params.seed"]) == ("caps", "BallCircle", "2", "0")
     assert run["metrics.normalized_reward"] == record.evaluation["mean"]["normalized_reward"]
     client = mlflow.MlflowClient(uri)
     history = {key: [(m.step, m.value) for m in client.get_metric_history(run["run_id"], key)]
@@ -215,7 +215,7 @@ def test_a_sweep_logs_each_trial_to_wandb_offline_and_mlflow(ray_address: str, t
     (started,) = [r["run"] for r in records if r["type"] == "run"]
     assert (started["project"], started["run_group"], started["display_name"]) == \
         ("rllib-caps-test", "tracked", record.trial_dir.name)
-    assert started["config"]["update"]["variant"] == {"algo": "caps", "task": "BallCircle", "heads": 2,
+    assert started["config"]["update"]["variant"] == {"algo": "caps", "task": "BallCircle", "num_heads": 2,
                                                       "backbone": "iql", "actor": "shared"}
     history = [r["history"]["item"] for r in records if r["type"] == "history"]
     assert [h["training_iteration"] for h in history] == [1, 2]

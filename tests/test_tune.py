@@ -25,12 +25,12 @@ from rllib_caps.sweeps.options import SweepError, SweepOptions, load_config_file
 from rllib_caps.sweeps.plan import PLAN_FILE, new_trial_grids, sweep_plan
 from rllib_caps.sweeps.resources import plan_resources
 from rllib_caps.sweeps.runner import dashboard_message, run_sweep, setup_dict
+from rllib_caps.sweeps.trainable import SweepTrial
 from rllib_caps.sweeps.trials import (
     METRIC_KEYS,
     constrained_objective,
     dataset_dir,
     settings_for,
-    trial_class,
     trial_config,
     trial_name,
     trial_settings,
@@ -66,10 +66,10 @@ def test_overrides_apply_suite_then_task_then_k() -> None:
     training = {"steps": 100, "awr_beta": 3.0, "hidden": [8]}
     overrides = {"metadrive": {"steps": 200, "expectile_reward": 0.5, "K4": {"awr_beta": 1.0}},
                  "easysparse": {"steps": 300, "K4": {"lambdas": [0.5, 1.5]}}, "BallCircle": {"steps": 7}}
-    got = trial_settings(training, overrides, get_task("easysparse"), 4)
+    got = trial_settings(training, overrides, get_task("easysparse"), {"num_heads": 4})
     assert got == {"steps": 300, "awr_beta": 1.0, "hidden": [8], "expectile_reward": 0.5, "lambdas": [0.5, 1.5]}
-    assert trial_settings(training, overrides, get_task("easysparse"), 2)["awr_beta"] == 3.0
-    assert trial_settings(training, overrides, get_task("CarRun"), 2) == training
+    assert trial_settings(training, overrides, get_task("easysparse"), {"num_heads": 2})["awr_beta"] == 3.0
+    assert trial_settings(training, overrides, get_task("CarRun"), {"num_heads": 2}) == training
 
 
 def test_command_line_overrides_the_config_file(tmp_path: Path) -> None:
@@ -79,7 +79,7 @@ def test_command_line_overrides_the_config_file(tmp_path: Path) -> None:
     options = resolve_options(parse_args(["--config", str(config), "--seeds", "7", "--steps", "9"]))
     assert (options.tasks, options.seeds, options.data_root, options.name) == ("BallRun,CarRun", [7], "d", "small")
     assert options.training_settings() == {"steps": 9}
-    assert options.heads == [2] and options.cpus_per_trial == 1.0  # defaults
+    assert options.axes["num_heads"] == [2] and options.cpus_per_trial == 1.0  # defaults
     config.write_text("seeds: [1]\nlearning_rate: 3\n")
     with pytest.raises(SweepError, match=r"small.yaml: unknown keys \['learning_rate'\]"):
         load_config_file(config)
@@ -162,8 +162,8 @@ def test_an_empty_config_file_is_an_error_before_anything_runs(tmp_path: Path, t
 def test_the_new_trials_of_a_grown_grid_are_split_into_disjoint_grids() -> None:
     """Each trial the larger plan adds is in exactly one grid, and no trial of the recorded plan is in any; an axis
     that only some algorithms have (K) adds trials of those algorithms only."""
-    recorded = sweep_plan(SweepOptions(algos=["caps", "bc-all"], seeds=[0, 10], heads=[2]))
-    planned = sweep_plan(SweepOptions(algos=["caps", "bc-all", "bc-safe"], seeds=[0, 10, 20], heads=[2, 4]))
+    recorded = sweep_plan(SweepOptions.of(algos=["caps", "bc-all"], seeds=[0, 10], heads=[2]))
+    planned = sweep_plan(SweepOptions.of(algos=["caps", "bc-all", "bc-safe"], seeds=[0, 10, 20], heads=[2, 4]))
 
     def trials(plan: dict, **grid: list) -> set[tuple]:
         plan = {**plan, **grid}
@@ -176,9 +176,9 @@ def test_the_new_trials_of_a_grown_grid_are_split_into_disjoint_grids() -> None:
     new = [trials(planned, **grid) for _, grid in grids]
     assert sum(map(len, new)) == len(set().union(*new))  # disjoint
     assert set().union(*new) == trials(planned) - trials(recorded)
-    assert new_trial_grids(sweep_plan(SweepOptions(heads=[2])), sweep_plan(SweepOptions(heads=[4]))) == [
+    assert new_trial_grids(sweep_plan(SweepOptions.of(heads=[2])), sweep_plan(SweepOptions.of(heads=[4]))) == [
         ("heads", {"heads": [4]})]  # a replaced value: its grid still names it
-    assert new_trial_grids(recorded, sweep_plan(SweepOptions(algos=["bc-all"], seeds=[0, 10], heads=[2, 4]))) == []
+    assert new_trial_grids(recorded, sweep_plan(SweepOptions.of(algos=["bc-all"], seeds=[0, 10], heads=[2, 4]))) == []
 
 
 def test_rerunning_a_finished_sweep_is_a_friendly_no_op(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -213,14 +213,14 @@ def test_constrained_objective_ranks_every_safe_result_above_every_unsafe_one() 
 
 
 def test_grid_gives_caps_its_heads_and_per_threshold_algorithms_the_tasks_thresholds() -> None:
-    options = SweepOptions(algos=["caps", "bc-all", "bc-safe"], tasks="BallCircle,PointGoal1", heads=[2, 4])
+    options = SweepOptions.of(algos=["caps", "bc-all", "bc-safe"], tasks="BallCircle,PointGoal1", heads=[2, 4])
     variants = grid_variants(options, options.task_specs())
     assert [v for v in variants if v["algo"] == "bc-safe"] == [
         {"algo": "bc-safe", "task": "BallCircle", "cost_limit": k} for k in (10.0, 20.0, 40.0)] + [
         {"algo": "bc-safe", "task": "PointGoal1", "cost_limit": k} for k in (20.0, 40.0, 80.0)]
     assert [v for v in variants if v["algo"] == "bc-all"] == [{"algo": "bc-all", "task": "BallCircle"},
                                                               {"algo": "bc-all", "task": "PointGoal1"}]
-    assert {v["heads"] for v in variants if v["algo"] == "caps"} == {2, 4}
+    assert {v["num_heads"] for v in variants if v["algo"] == "caps"} == {2, 4}
     text = describe_grid(options, options.task_specs())
     assert "total: 36 trials" in text  # (2 tasks × 2 K + 2 tasks + 2 tasks × 3 κ) × 3 seeds
     assert "BC-Safe       18 trials" in text and "κ BallCircle {10, 20, 40}, PointGoal1 {20, 40, 80}" in text
@@ -263,7 +263,7 @@ def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.timeout(600)
 def test_sweep_over_two_tasks_and_two_seeds_reports_every_row(ray_address: str, data_root: Path,
                                                               tmp_path: Path) -> None:
-    options = SweepOptions(tasks="BallCircle,BallRun", seeds=[0, 1], heads=[2], data_root=str(data_root),
+    options = SweepOptions.of(tasks="BallCircle,BallRun", seeds=[0, 1], heads=[2], data_root=str(data_root),
                            storage=str(tmp_path), name="grid", training=TINY_TRAINING, cpus_per_trial=1.0)
     experiment = run_sweep(options)
     records, unfinished = load_trials(experiment)
@@ -351,10 +351,10 @@ def test_a_reused_trial_actor_gives_the_results_of_a_fresh_one(ray_address: str,
         return {"metrics": [result[k] for k in METRIC_KEYS],
                 "weights": {k: v.clone() for k, v in trainable.algorithms[0].get_module().state_dict().items()}}
 
-    fresh = trial_class()(config=trials[1])
+    fresh = SweepTrial(config=trials[1])
     expected = run_to_end(fresh)
     fresh.stop()
-    reused = trial_class()(config=trials[0])
+    reused = SweepTrial(config=trials[0])
     first = run_to_end(reused)
     assert reused.reset(trials[1])
     again = run_to_end(reused)
@@ -421,7 +421,7 @@ def test_resume_with_changed_training_settings_is_refused_naming_each(
     assert str(experiment / PLAN_FILE) in err and "Started a local Ray" not in err
     assert main([*argv, "--heads", "4", "--dry-run"]) == 2  # the grid it asks for, and that running it is refused
     captured = capsys.readouterr()
-    assert "heads {4}" in captured.out and "  heads: added 4; removed 2\n" in captured.err
+    assert "K {4}" in captured.out and "  heads: added 4; removed 2\n" in captured.err
     assert sorted(p.relative_to(experiment) for p in experiment.rglob("*")) == before
 
 

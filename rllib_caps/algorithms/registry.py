@@ -7,14 +7,30 @@ from __future__ import annotations
 
 import functools
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rllib_caps.algorithms.caps.critic_variants import CRITICS
+from rllib_caps.algorithms.caps.surface import (
+    CAPS_ABLATIONS,
+    CAPS_AXES,
+    CAPS_SWEEP_SETTINGS,
+    CAPS_TRAIN_FLAGS,
+    caps_label,
+)
+from rllib_caps.algorithms.surface import (
+    COST_LIMIT,
+    COST_LIMIT_AXIS,
+    AblationAxis,
+    SweepAxis,
+    SweepSetting,
+    TrainFlag,
+    fixed_label,
+)
 
-# Friendly setting names (CLI flags, the sweep YAML's `training`) -> the config attributes they set.
+# Friendly setting names (CLI flags, the sweep YAML's `training` and keys) -> the config attributes they set: the one
+# rename table (train's flags and the sweep's options use these names too).
 SETTING_ALIASES = {
     "steps": "num_gradient_steps",
     "heads": "num_heads",
@@ -32,35 +48,27 @@ EVALUATION_SETTINGS = ("evaluation_duration", "evaluation_num_env_runners", "eva
 FRAMEWORK_SETTINGS = ("torch_compile_learner", "torch_compile_learner_dynamo_backend")
 
 
-COST_LIMIT_AXIS = "cost_limit"  # the sweep axis of per-threshold algorithms: the task's three thresholds
-
-
-@dataclass(frozen=True)
-class AblationAxis:
-    """One ablation table of the report (``report.ablations``): its records' values of ``name`` side by side, the
-    other axes held at their reference."""
-
-    name: str  # the TrialRecord attribute
-    title: str
-    label: Callable[[Any], str]  # a value's column label
-    reference: Any  # held fixed while another axis varies, when the sweep has it
-    order: tuple[Any, ...] = ()  # the columns' order (values not listed follow, sorted)
-
-
 @dataclass(frozen=True)
 class AlgorithmEntry:
-    """One algorithm: how to build its config, how to label its trials, what a search may tune, whether the
-    cost limit κ is chosen at deployment (one policy for every κ) or at training time, and the sweep's grid
-    axes for it: trial-param names that are also ``build_config`` settings, e.g. ``("heads",)`` for CAPS and
-    ``(COST_LIMIT_AXIS,)`` for an algorithm trained once per κ (the sweep fills in the task's thresholds)."""
+    """One algorithm's whole surface: how to build its config, how to label its trials, its sweep axes (``SweepAxis``:
+    e.g. CAPS's K, backbone, actor and critic; ``COST_LIMIT`` for an algorithm trained once per κ, whose values come
+    from the task) and other sweep settings, its own ``train`` flags, what a search tunes (``searchable``: the
+    settings; ``search_space``: the Optuna space), and whether the cost limit κ is chosen at deployment (one policy
+    for every κ) or at training time."""
 
     name: str
     config_path: str  # "module:ClassName" of its OfflineSafeConfig subclass
-    trial_label: Callable[[Mapping[str, Any]], str]  # trial params -> the report's configuration label
+    trial_label: Callable[[Mapping[str, Any]], str]  # trial params (axes by name, ``search``) -> configuration label
     searchable: tuple[str, ...]
     threshold_at_deployment: bool
     title: str = ""  # the report's column title (default: the name)
-    axes: tuple[str, ...] = ()  # sweep grid axes besides task and seed
+    axes: tuple[SweepAxis, ...] = ()  # sweep grid axes besides task and seed
+    sweep_settings: tuple[SweepSetting, ...] = ()  # its sweep options that are no axis (``evaluate_variants``)
+    train_flags: tuple[TrainFlag, ...] = ()  # its own ``train`` flags
+    # "module:function" or the function: (the trial's axis values by name, the sweep YAML's ``search_space`` ranges)
+    # -> Optuna's define-by-run space, a picklable callable (Tune saves the searcher) that suggests
+    # ``search/<setting>`` for each setting in ``searchable``; raises ValueError naming the range at fault.
+    search_space: str | Callable[..., Callable[[Any], dict[str, Any] | None]] = ""
     policy_path: str = ""  # "module:ClassName" of its Ray-free deployable policy (core.rollout), if it has one
     ablations: tuple[AblationAxis, ...] = ()  # the report's ablation tables over its trials
     reference_loop: str = ""  # "module:ClassName" of its learner's step in plain PyTorch (``bench``), if it has one
@@ -90,6 +98,35 @@ class AlgorithmEntry:
         return _resolve(self.reference_loop)
 
     @property
+    def trained_axes(self) -> tuple[SweepAxis, ...]:
+        """Its axes whose values are trials of their own (not evaluations of one trained trial)."""
+        return tuple(axis for axis in self.axes if not axis.evaluated)
+
+    @property
+    def evaluated_axis(self) -> SweepAxis | None:
+        """Its evaluated axis (values: evaluations of one trained trial), if it has one."""
+        return next((axis for axis in self.axes if axis.evaluated), None)
+
+    def axis_values(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """A trial's value of each of its axes, by axis name (the reference where its params have none)."""
+        values = {}
+        for axis in self.axes:
+            value = axis.read(params)
+            values[axis.name] = axis.reference if value is None else value
+        return values
+
+    def label(self, params: Mapping[str, Any]) -> str:
+        """The configuration label of a trial (axis values by name, and its ``search``)."""
+        return self.trial_label({**params, **self.axis_values(params)})
+
+    def space(self, axes: Mapping[str, Any], ranges: Mapping[str, Any]) -> Callable[[Any], dict[str, Any] | None]:
+        """Its Optuna define-by-run space for a trial of these axis values (``search_space``)."""
+        if not self.search_space:
+            raise ValueError(f"{self.name} declares no search space")
+        build = _resolve(self.search_space) if isinstance(self.search_space, str) else self.search_space
+        return build(axes, ranges)
+
+    @property
     def policy_class(self) -> type:
         """Its deployable policy class: ``from_checkpoint(path)``, ``reset(threshold)``, ``act(obs, cost, reward=)``."""
         if not self.policy_path:
@@ -97,52 +134,18 @@ class AlgorithmEntry:
         return _resolve(self.policy_path)
 
 
-def _resolve(path: str) -> type:
-    """The class a "module:ClassName" path names."""
+def _resolve(path: str) -> Any:
+    """The class or function a "module:Name" path names."""
     module, _, name = path.partition(":")
     return getattr(importlib.import_module(module), name)
 
 
-# Ablation axes of a trial (`--backbones`, `--actors`, `--critics`) and their defaults, left out of the labels.
-AXIS_DEFAULTS = {"backbone": "iql", "actor": "shared", "critic": "offline"}
-
-
-def _caps_label(params: Mapping[str, Any]) -> str:
-    """``K=<K>``, then the ablation axes that differ from their default (e.g. ``sacbc``, ``separate``,
-    ``fqe-reward``), then any searched β and λ."""
-    label = f"K={int(params['heads'])}"
-    for axis, default in AXIS_DEFAULTS.items():
-        if params.get(axis, default) != default:
-            label += f" {params[axis]}"
-    search = params.get("search") or {}
-    if "awr_beta" in search:
-        label += f" β={search['awr_beta']:.3g}"
-    if search.get("lambdas"):
-        label += " λ=" + ",".join(f"{v:.3g}" for v in search["lambdas"])
-    return label
-
-
-CAPS_ABLATIONS = (
-    AblationAxis("heads", "number of heads K", lambda k: f"K={k}", 2),
-    AblationAxis("actor", "shared vs separate actors", lambda a: f"{a} actor", AXIS_DEFAULTS["actor"],
-                 ("shared", "separate")),
-    AblationAxis("backbone", "IQL vs SAC+BC", lambda b: {"iql": "CAPS(IQL)", "sacbc": "CAPS(SAC+BC)"}.get(b, b),
-                 AXIS_DEFAULTS["backbone"], ("iql", "sacbc")),
-    AblationAxis("critic", "offline critics vs FQE",
-                 lambda c: {"offline": "offline critics", "fqe-reward": "FQE reward + offline cost",
-                            "fqe-both": "FQE reward and cost"}.get(c, c), AXIS_DEFAULTS["critic"], CRITICS),
-)
-
-
-def fixed_label(label: str) -> Callable[[Mapping[str, Any]], str]:
-    """The trial label of an algorithm whose trials differ only in seed and κ (both averaged in the report)."""
-    return lambda params: label
-
-
 ALGORITHMS: dict[str, AlgorithmEntry] = {
     "caps": AlgorithmEntry(name="caps", config_path="rllib_caps.algorithms.caps.caps:CAPSConfig",
-                           trial_label=_caps_label, searchable=("awr_beta", "lambdas"), threshold_at_deployment=True,
-                           title="CAPS", axes=("heads", "backbone", "actor"),
+                           trial_label=caps_label, searchable=("awr_beta", "lambdas"), threshold_at_deployment=True,
+                           title="CAPS", axes=CAPS_AXES, sweep_settings=CAPS_SWEEP_SETTINGS,
+                           train_flags=CAPS_TRAIN_FLAGS,
+                           search_space="rllib_caps.algorithms.caps.search_space:caps_search_space",
                            policy_path="rllib_caps.algorithms.caps.policy:CAPSPolicy", ablations=CAPS_ABLATIONS,
                            reference_loop="rllib_caps.algorithms.caps.plain_loop:PlainLoop",
                            extension_path="rllib_caps.algorithms.caps.extension:CAPSExtension"),
@@ -152,17 +155,17 @@ ALGORITHMS: dict[str, AlgorithmEntry] = {
                              title="BC-All"),
     "bc-safe": AlgorithmEntry(name="bc-safe", config_path="rllib_caps.algorithms.bc.bc:BCSafeConfig",
                               trial_label=fixed_label("BC-Safe"), searchable=(),
-                              threshold_at_deployment=False, title="BC-Safe", axes=(COST_LIMIT_AXIS,)),
+                              threshold_at_deployment=False, title="BC-Safe", axes=(COST_LIMIT,)),
     "bearl": AlgorithmEntry(name="bearl", config_path="rllib_caps.algorithms.bearl.bearl:BEARLConfig",
                             trial_label=fixed_label("BEAR-Lag"), searchable=(), threshold_at_deployment=False,
-                            title="BEAR-Lag", axes=(COST_LIMIT_AXIS,)),
+                            title="BEAR-Lag", axes=(COST_LIMIT,)),
     "cpq": AlgorithmEntry(name="cpq", config_path="rllib_caps.algorithms.cpq.cpq:CPQConfig",
                           trial_label=fixed_label("CPQ"), searchable=(), threshold_at_deployment=False,
-                          title="CPQ", axes=(COST_LIMIT_AXIS,)),
+                          title="CPQ", axes=(COST_LIMIT,)),
     "coptidice": AlgorithmEntry(name="coptidice",
                                 config_path="rllib_caps.algorithms.coptidice.coptidice:COptiDICEConfig",
                                 trial_label=fixed_label("COptiDICE"), searchable=(), threshold_at_deployment=False,
-                                title="COptiDICE", axes=(COST_LIMIT_AXIS,)),
+                                title="COptiDICE", axes=(COST_LIMIT,)),
     # CDT takes κ at deployment as its initial cost-to-go: one model per seed for every κ (docs/baselines.md).
     "cdt": AlgorithmEntry(name="cdt", config_path="rllib_caps.algorithms.cdt.cdt:CDTConfig",
                           trial_label=fixed_label("CDT"), searchable=(), threshold_at_deployment=True, title="CDT",
@@ -209,8 +212,26 @@ def names_where(predicate: Callable[[AlgorithmEntry], bool]) -> str:
 
 
 def trained_per_threshold(entry: AlgorithmEntry) -> bool:
-    """Whether the algorithm trains one model per cost limit κ (its sweep axis is ``COST_LIMIT_AXIS``)."""
-    return COST_LIMIT_AXIS in entry.axes
+    """Whether the algorithm trains one model per cost limit κ (its sweep axis is ``COST_LIMIT``)."""
+    return any(axis.name == COST_LIMIT_AXIS for axis in entry.axes)
+
+
+def declared(kind: str) -> dict[str, Any]:
+    """Every entry's declarations of one kind (``axes``, ``sweep_settings``, ``train_flags``) by name (an axis by
+    its name), the first entry's where two declare the same name."""
+    found: dict[str, Any] = {}
+    for entry in ALGORITHMS.values():
+        for item in getattr(entry, kind):
+            key = item.setting if kind == "train_flags" else item.name
+            found.setdefault(key, item)
+    return found
+
+
+def attribute_flag(attribute: str, flags: Collection[str]) -> str | None:
+    """The flag among ``flags`` (``--batch-size``) that sets a config attribute (``train_batch_size_per_learner``):
+    ``--`` and its friendly name (``SETTING_ALIASES``) or its own, dashed; None where ``flags`` has neither."""
+    names = [friendly for friendly, target in SETTING_ALIASES.items() if target == attribute] + [attribute]
+    return next((flag for name in names if (flag := "--" + name.replace("_", "-")) in flags), None)
 
 
 def load_policy(checkpoint: str | Path, algo: str | None = None, *, verify: bool = True) -> Any:

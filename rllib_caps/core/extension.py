@@ -35,8 +35,6 @@ class ReportSection:
 class AlgorithmExtension:
     """The hooks of one algorithm; subclass and override what the algorithm adds (e.g. CAPS's critic variants)."""
 
-    variants: tuple[str, ...] = ()  # the values ``evaluate_variants`` takes (e.g. CAPS's critics); none by default
-
     def evaluate_variants(self, algorithm: Any, variants: Sequence[str], settings: Mapping[str, Any]
                           ) -> dict[str, dict[str, Any]]:
         """After a sweep trial trains: its trained ``algorithm`` evaluated once per value in ``variants`` of the

@@ -15,10 +15,11 @@ import io
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from rllib_caps.algorithms.registry import AblationAxis, get_algorithm
+from rllib_caps.algorithms.registry import get_algorithm
+from rllib_caps.algorithms.surface import AblationAxis
 from rllib_caps.report.records import TrialRecord
 from rllib_caps.report.stats import CONFIDENCE, mean_ci
 
@@ -53,17 +54,22 @@ class Cell:
 class AblationTable:
     axis: AblationAxis
     values: list[Any]
-    fixed: dict[str, Any]  # the other axes' values
+    fixed: dict[str, Any]  # the other axes' values, by name
     tasks: list[str]
     cells: dict[tuple[str, Any], Cell]
+    columns: dict[str, str] = field(default_factory=dict)  # axis name -> its column (``SweepAxis.column``: K)
 
     def best_safe(self, task: str) -> Any:
         """The value with the highest mean reward among the task's safe cells (None if none is safe)."""
         safe = [(c.reward.mean, v) for v in self.values if (c := self.cells.get((task, v))) and c.safe]
         return max(safe, key=lambda rv: rv[0])[1] if safe else None
 
+    def fixed_text(self) -> list[str]:
+        """``K=2``, ``actor=shared``: the other axes' values as labels write them."""
+        return [f"{self.columns.get(name, name)}={value}" for name, value in self.fixed.items()]
+
     def caption(self) -> str:
-        fixed = ", ".join(f"{name}={value}" for name, value in self.fixed.items())
+        fixed = ", ".join(self.fixed_text())
         return (f"Ablation over {self.axis.title} ({fixed}). Normalised reward ↑ and cost ↓ per task: mean ± "
                 f"half-width of the two-sided Student-t {CONFIDENCE:.0%} confidence interval over seeds (n − 1 "
                 "degrees of freedom; none with one seed), each seed averaging the thresholds and episodes. "
@@ -94,12 +100,14 @@ def ablation_tables(records: Iterable[TrialRecord]) -> list[AblationTable]:
     tables = []
     for algo in dict.fromkeys(r.algo for r in records):
         axes = get_algorithm(algo).ablations
-        tables += _tables([r for r in records if r.algo == algo], axes) if axes else []
+        columns = {axis.name: axis.column for axis in get_algorithm(algo).axes}
+        tables += _tables([r for r in records if r.algo == algo], axes, columns) if axes else []
     return tables
 
 
-def _tables(records: list[TrialRecord], axes: Sequence[AblationAxis]) -> list[AblationTable]:
-    present = {axis.name: _order(axis, (getattr(r, axis.name) for r in records)) for axis in axes}
+def _tables(records: list[TrialRecord], axes: Sequence[AblationAxis], columns: dict[str, str]
+            ) -> list[AblationTable]:
+    present = {axis.name: _order(axis, (r.axes[axis.name] for r in records)) for axis in axes}
     reference = {axis.name: axis.reference if axis.reference in present[axis.name] else present[axis.name][0]
                  for axis in axes if present[axis.name]}
     tables = []
@@ -109,10 +117,10 @@ def _tables(records: list[TrialRecord], axes: Sequence[AblationAxis]) -> list[Ab
         fixed = {name: value for name, value in reference.items() if name != axis.name}
         groups: dict[tuple[str, Any], list[TrialRecord]] = defaultdict(list)
         for r in records:
-            if all(getattr(r, name) == value for name, value in fixed.items()):
-                groups[(r.task, getattr(r, axis.name))].append(r)
+            if all(r.axes[name] == value for name, value in fixed.items()):
+                groups[(r.task, r.axes[axis.name])].append(r)
         tasks = list(dict.fromkeys(r.task for r in records))
-        tables.append(AblationTable(axis=axis, values=present[axis.name], fixed=fixed,
+        tables.append(AblationTable(axis=axis, values=present[axis.name], fixed=fixed, columns=columns,
                                     tasks=[t for t in tasks if any(task == t for task, _ in groups)],
                                     cells={key: _cell(group) for key, group in groups.items()}))
     return tables
@@ -173,7 +181,7 @@ def format_csv(table: AblationTable) -> str:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["axis", "fixed", "task", "value", "seeds", "threshold", "normalized_reward", "reward_ci95",
                      "normalized_cost", "cost_ci95", "safe"])
-    fixed = " ".join(f"{k}={v}" for k, v in table.fixed.items())
+    fixed = " ".join(table.fixed_text())
     for task in table.tasks:
         for value in table.values:
             cell = table.cells.get((task, value))

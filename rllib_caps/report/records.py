@@ -1,10 +1,11 @@
 """Reading a sweep back from disk: every Tune trial's ``params.json`` and ``result.json`` (no Ray, no sweep code).
 
-A trial's params are ``{algo, task, <the algorithm's axes, e.g. heads or cost_limit>, seed | seeds +
-__trial_index__, [search], setup}``; a grid sweep nests the per-algorithm part under ``variant`` (see
-``rllib_caps.sweeps.trials``). This module is where they are decoded (``trial_params``).
-A trial whose sweep asked for FQE critics (``--critics``) also reports ``critic_evaluations`` (critic ->
-results, every variant on the same episodes) and becomes one record per critic variant: it trained once.
+A trial's params are ``{algo, task, <the algorithm's trained axes by name, e.g. num_heads or cost_limit>, seed |
+seeds + __trial_index__, [search], setup}``; a grid sweep nests the per-algorithm part under ``variant`` (see
+``rllib_caps.sweeps.trial_schema``, which decodes them).
+A trial whose sweep asked for several values of its algorithm's evaluated axis (CAPS's ``--critics``) also reports
+``variant_evaluations`` (value -> results, every variant on the same episodes) and becomes one record per value: it
+trained once.
 """
 
 from __future__ import annotations
@@ -12,64 +13,27 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rllib_caps.algorithms.registry import AXIS_DEFAULTS, COST_LIMIT_AXIS, get_algorithm
+from rllib_caps.algorithms.registry import AlgorithmEntry, get_algorithm
+from rllib_caps.algorithms.surface import COST_LIMIT_AXIS
 from rllib_caps.core.keys import EVALUATION_FILE, RESULTS_KEY
 from rllib_caps.envs import get_task
+from rllib_caps.sweeps.trial_schema import (
+    LEGACY_VARIANT_RESULTS,
+    MEMBERS,
+    VARIANT_RESULTS,
+    trial_members,
+    trial_seed,
+)
 
 logger = logging.getLogger("rllib_caps.report")
 
 REPORT_DIR = "report"
-TRIAL_INDEX = "__trial_index__"  # ray.tune.search.repeater.TRIAL_INDEX: the repeat (seed) index under Repeater
-VARIANT = "variant"  # a grid sweep's per-algorithm trial part: {algo, task, axes...} (Tune grid-searches it whole)
-CRITIC_RESULTS = "critic_evaluations"  # result key: critic variant -> results schema (rllib_caps.algorithms.caps.fqe)
-# A packed trial (a population, rllib_caps.sweeps.packing): its params list its members, each ``{seed, [cost_limit]}``,
-# or in a packed search ``{sample, seed, search}``;
-# each result holds ``members: {member name: that member's result}``, and each checkpoint ``members/<name>/``, an
-# ordinary checkpoint of that member.
-MEMBERS = "members"
-
-
 class ReportError(ValueError):
     """Nothing to report, or the output exists; the message names the directory."""
-
-
-def trial_params(params: Mapping[str, Any]) -> dict[str, Any]:
-    """A trial's params with its ``variant`` (if any) merged into the top level."""
-    return {**{k: v for k, v in params.items() if k != VARIANT}, **(params.get(VARIANT) or {})}
-
-
-def trial_seed(params: Mapping[str, Any]) -> int:
-    """``seed``, or under a Repeater (search) ``seeds[__trial_index__]``."""
-    return int(params["seed"]) if "seed" in params else int(params["seeds"][params.get(TRIAL_INDEX, 0)])
-
-
-AXIS_ABBREVIATIONS = {"heads": "K", COST_LIMIT_AXIS: "kappa"}  # in trial and member names and log lines
-
-
-def axis_part(axis: str, value: float) -> str:
-    """``K2``, ``kappa10``: a numeric axis value as trial and member names write it."""
-    return f"{AXIS_ABBREVIATIONS.get(axis, axis)}{float(value):g}"
-
-
-def member_name(member: Mapping[str, Any]) -> str:
-    """``seed0``, ``kappa10_seed0``, ``sample1_seed0``: a packed trial's member, in its results and checkpoint
-    directories (``sample``: its Optuna sample's index in a packed search trial)."""
-    kappa = [axis_part(COST_LIMIT_AXIS, member[COST_LIMIT_AXIS])] if COST_LIMIT_AXIS in member else []
-    sample = [f"sample{int(member['sample'])}"] if "sample" in member else []
-    return "_".join([*sample, *kappa, f"seed{int(member['seed'])}"])
-
-
-def trial_members(params: Mapping[str, Any]) -> list[tuple[str | None, dict[str, Any]]]:
-    """(member name, its own trial params) per member of a packed trial; ``[(None, params)]`` for a trial alone."""
-    params = trial_params(params)
-    if MEMBERS not in params:
-        return [(None, params)]
-    shared = {k: v for k, v in params.items() if k != MEMBERS}
-    return [(member_name(member), {**shared, **member}) for member in params[MEMBERS]]
 
 
 def member_results(results: list[dict[str, Any]], member: str | None) -> list[dict[str, Any]]:
@@ -96,18 +60,36 @@ class TrialRecord:
 
     algo: str
     task: str
-    heads: int | None  # CAPS's K (None for single-policy algorithms)
     seed: int
     search: dict[str, Any]
     evaluation: dict[str, Any]
     trial_dir: Path
     checkpoint: Path | None
-    cost_limit: float | None = None  # κ the trial was trained for (None if κ is chosen at deployment or ignored)
-    backbone: str = AXIS_DEFAULTS["backbone"]
-    actor: str = AXIS_DEFAULTS["actor"]  # "shared" or "separate" actor bodies
-    critic: str = AXIS_DEFAULTS["critic"]  # the critics the switching rule read in this evaluation
+    # Its algorithm's axis values by axis name (``SweepAxis``; κ as ``cost_limit`` for an algorithm trained once per
+    # κ), the evaluated axis's value the one this evaluation is of; an axis missing takes its reference.
+    axes: dict[str, Any] = field(default_factory=dict)
     data: Path | None = None  # the converted dataset it trained on (setup's data_root / task), where recorded
     member: str | None = None  # its name in a packed trial (``member_name``), None for a trial alone
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "axes", {**self.entry.axis_values({}), **self.axes})
+
+    @property
+    def entry(self) -> AlgorithmEntry:
+        return get_algorithm(self.algo)
+
+    @property
+    def cost_limit(self) -> float | None:
+        """κ the trial was trained for (None if κ is chosen at deployment or ignored)."""
+        value = self.axes.get(COST_LIMIT_AXIS)
+        return None if value is None else float(value)
+
+    @property
+    def trained(self) -> bool:
+        """Whether this evaluation is of the trial as trained: its evaluated axis (if any) at its reference (one
+        record per checkpoint)."""
+        axis = self.entry.evaluated_axis
+        return axis is None or self.axes[axis.name] == axis.reference
 
     @property
     def key(self) -> str:
@@ -126,8 +108,7 @@ class TrialRecord:
     @property
     def config(self) -> str:
         """The configuration label (the registry's, e.g. K, non-default ablation axes, searched parameters)."""
-        return get_algorithm(self.algo).trial_label({"heads": self.heads, "search": self.search,
-                                                     **{axis: getattr(self, axis) for axis in AXIS_DEFAULTS}})
+        return self.entry.label({**self.axes, "search": self.search})
 
     @property
     def title(self) -> str:
@@ -173,14 +154,15 @@ def checkpoint_evaluation(checkpoint: Path) -> dict[str, Any] | None:
                                           checkpoint.name if packed else None))
 
 
-def last_critic_evaluations(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]] | None:
-    """Critic variant -> results from the last result with ``critic_evaluations``, else ``{"offline": the last
-    evaluation}``; None for an unfinished trial."""
-    found = next((r[CRITIC_RESULTS] for r in reversed(results) if r.get(CRITIC_RESULTS)), None)
+def last_variant_evaluations(results: list[dict[str, Any]]) -> dict[Any, dict[str, Any]] | None:
+    """Evaluated-axis value -> results from the last result with ``variant_evaluations``, else ``{None: the last
+    evaluation}`` (the trial as trained); None for an unfinished trial."""
+    found = next((r.get(VARIANT_RESULTS) or r[LEGACY_VARIANT_RESULTS] for r in reversed(results)
+                  if r.get(VARIANT_RESULTS) or r.get(LEGACY_VARIANT_RESULTS)), None)
     if found:
         return found
     evaluation = last_evaluation(results)
-    return None if evaluation is None else {AXIS_DEFAULTS["critic"]: evaluation}
+    return None if evaluation is None else {None: evaluation}
 
 
 def latest_checkpoint(trial_dir: Path) -> Path | None:
@@ -206,7 +188,7 @@ def load_trials(experiment_dir: str | Path) -> tuple[list[TrialRecord], list[Pat
     for trial_dir in trial_dirs(Path(experiment_dir)):
         try:
             config, results = read_json(trial_dir / "params.json"), read_json(trial_dir / "result.json", lines=True)
-            loaded += [(trial_dir, config, member, params, last_critic_evaluations(member_results(results, member)))
+            loaded += [(trial_dir, config, member, params, last_variant_evaluations(member_results(results, member)))
                        for member, params in trial_members(config)]
         except ReportError as err:
             logger.warning("%s; trial %s skipped (left out of the report)", err, trial_dir.name)
@@ -224,17 +206,14 @@ def load_trials(experiment_dir: str | Path) -> tuple[list[TrialRecord], list[Pat
             algo = get_algorithm(params["algo"])
         except ValueError as err:
             raise ReportError(f"{trial_dir / 'params.json'}: {err}") from err
-        heads, cost_limit = params.get("heads"), params.get("cost_limit")
-        for critic, evaluation in evaluations.items():
-            records.append(TrialRecord(algo=algo.name, task=params["task"],
-                                       heads=None if heads is None else int(heads),
-                                       cost_limit=None if cost_limit is None else float(cost_limit),
-                                       seed=trial_seed(params),
+        axes = algo.axis_values(params)
+        evaluated = algo.evaluated_axis
+        for value, evaluation in evaluations.items():
+            variant = {} if evaluated is None or value is None else {evaluated.name: value}
+            records.append(TrialRecord(algo=algo.name, task=params["task"], seed=trial_seed(params),
                                        search={k: v for k, v in (params.get("search") or {}).items()
                                                if k in algo.searchable},
                                        evaluation=evaluation, trial_dir=trial_dir,
                                        checkpoint=member_checkpoint(latest_checkpoint(trial_dir), member),
-                                       backbone=params.get("backbone", AXIS_DEFAULTS["backbone"]),
-                                       actor=params.get("actor", AXIS_DEFAULTS["actor"]), critic=critic,
-                                       data=trial_data(params), member=member))
+                                       axes={**axes, **variant}, data=trial_data(params), member=member))
     return records, unfinished

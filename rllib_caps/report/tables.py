@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from rllib_caps.algorithms.registry import ALGORITHMS, trained_per_threshold
+from rllib_caps.algorithms.surface import COST_LIMIT_AXIS
 from rllib_caps.envs import SUITES, get_task
 from rllib_caps.report.records import ReportError, TrialRecord
 from rllib_caps.report.stats import CONFIDENCE, mean_ci
@@ -42,6 +43,7 @@ class Row:
     algo: str  # the registry name
     best_safe: bool = False
     label: str = ""  # the registry's configuration label (``TrialRecord.config``)
+    axes: dict[str, Any] = field(default_factory=dict)  # its axis values by column (``SweepAxis.column``), κ left out
 
     @property
     def safe(self) -> bool:
@@ -113,6 +115,8 @@ def summarize(records: Iterable[TrialRecord]) -> list[Row]:
     groups: dict[tuple[str, str, str], list[tuple[int, dict[str, Any]]]] = defaultdict(list)
     for (algo, task, label, seed), evaluation in seed_evaluations(records).items():
         groups[(algo, task, label)].append((seed, evaluation))
+    axes = {(r.algo, r.task, r.config): {axis.column: r.axes[axis.name] for axis in r.entry.axes
+                                         if axis.name != COST_LIMIT_AXIS} for r in records}
     rows = []
     for (algo, task, label), group in groups.items():
         evaluations = [e for _, e in group]
@@ -124,7 +128,8 @@ def summarize(records: Iterable[TrialRecord]) -> list[Row]:
                         normalized_reward=float(np.mean([p[0] for p in points])),
                         normalized_cost=float(np.mean([p[1] for p in points])),
                         per_threshold={k: (float(np.mean(rewards[k])), float(np.mean(costs[k]))) for k in rewards},
-                        head_usage=head_usage_by_threshold(evaluations), seed_points=points, algo=algo, label=label))
+                        head_usage=head_usage_by_threshold(evaluations), seed_points=points, algo=algo, label=label,
+                        axes=axes[(algo, task, label)]))
     rows.sort(key=lambda r: (SUITES.index(r.suite), r.task, *column_order(r)))
     by_task: dict[str, list[Row]] = defaultdict(list)
     for row in rows:
@@ -268,24 +273,28 @@ def format_latex(table: MainTable, ci: bool = False) -> str:
 
 def format_csv(table: MainTable) -> str:
     """Long format: one line per task (or suite average) × column × threshold, plus the mean with the 95% CI
-    half-widths over seeds (empty per threshold and for averages, ``nan`` for one seed)."""
+    half-widths over seeds (empty per threshold and for averages, ``nan`` for one seed), then one column per axis
+    of the algorithms in the table (``SweepAxis.column``: e.g. ``K``; empty where a row's algorithm lacks it)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
+    columns = list(dict.fromkeys(column for row in table.rows for column in row.axes))
     writer.writerow(["task", "suite", "config", "seeds", "threshold", "normalized_reward", "normalized_cost",
-                     "safe", "best_safe", "algo", "reward_ci95", "cost_ci95"])
+                     "safe", "best_safe", "algo", "reward_ci95", "cost_ci95", *columns])
     for row in table.rows:
         seeds = " ".join(map(str, row.seeds))
+        axes = [row.axes.get(column, "") for column in columns]
         for kappa, (r, c) in row.per_threshold.items():
             writer.writerow([row.task, row.suite, row.config, seeds, f"{kappa:g}", f"{r:.6g}", f"{c:.6g}",
-                             int(c <= 1.0), "", row.algo, "", ""])
+                             int(c <= 1.0), "", row.algo, "", "", *axes])
         writer.writerow([row.task, row.suite, row.config, seeds, "mean", f"{row.normalized_reward:.6g}",
                          f"{row.normalized_cost:.6g}", int(row.safe), int(row.best_safe), row.algo,
-                         f"{row.reward_ci:.6g}", f"{row.cost_ci:.6g}"])
+                         f"{row.reward_ci:.6g}", f"{row.cost_ci:.6g}", *axes])
     for suite in table.suites():
         for config in table.configs:
             avg = table.suite_average(suite, config)
             if avg:
-                algo = next(r.algo for r in table.rows if r.config == config)
+                row = next(r for r in table.rows if r.config == config)
                 writer.writerow([f"{suite} average", suite, config, "", "mean", f"{avg[0]:.6g}", f"{avg[1]:.6g}",
-                                 int(avg[1] <= 1.0), "", algo, "", ""])
+                                 int(avg[1] <= 1.0), "", row.algo, "", "",
+                                 *(row.axes.get(column, "") for column in columns)])
     return out.getvalue()

@@ -134,7 +134,7 @@ def _write_tables_and_plots(records: list[TrialRecord], unfinished: Sequence[Pat
 
     table = MainTable(summarize(records))
     limits_table = evaluations = skipped = kept_limits = None
-    deployed = [r for r in records if r.critic == "offline"]  # one record per checkpoint
+    deployed = [r for r in records if r.trained]  # one record per checkpoint
     if cost_limits:
         evaluations, skipped = evaluate_cost_limits(deployed, episodes, jobs, verify=verify)
     else:  # what this report does not compute again, it keeps from the one it replaces

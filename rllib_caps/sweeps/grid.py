@@ -1,8 +1,9 @@
 """The planned grid of a sweep: algorithm × task × (the algorithm's axes) × seed, and its ``--dry-run`` text.
 
-Each algorithm brings its own axes (``AlgorithmEntry.axes``): CAPS's K (``--heads``; κ stays a test-time
-setting), and κ for the algorithms trained once per cost limit (the task's three DSRL thresholds). An axis
-takes its values from the sweep option named in ``AXIS_OPTIONS``, or from the task for ``cost_limit``.
+Each algorithm brings its own axes (``AlgorithmEntry.axes``, ``SweepAxis``): e.g. CAPS's K (``--heads``; κ stays a
+test-time setting), and κ for the algorithms trained once per cost limit (the task's three DSRL thresholds). An axis
+takes its values from the sweep option it declares, or from the task for κ. An evaluated axis (CAPS's critics) makes
+no trials of its own: each trained trial is evaluated once per value.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from rllib_caps.algorithms.registry import COST_LIMIT_AXIS, get_algorithm, trained_per_threshold
+from rllib_caps.algorithms.registry import get_algorithm, trained_per_threshold
+from rllib_caps.algorithms.surface import COST_LIMIT_AXIS, SweepAxis
 from rllib_caps.envs import TaskSpec
 from rllib_caps.sweeps.options import SweepError, SweepOptions
 from rllib_caps.sweeps.packing import (
@@ -24,27 +26,27 @@ from rllib_caps.sweeps.packing import (
     why_not_packed,
 )
 
-AXIS_OPTIONS = {"heads": "heads", "backbone": "backbones", "actor": "actors"}  # axis -> its SweepOptions field
 
-
-def axis_values(options: SweepOptions, task: TaskSpec, axis: str) -> list[Any]:
+def axis_values(options: SweepOptions, task: TaskSpec, axis: SweepAxis) -> list[Any]:
     """The values of one grid axis for ``task``."""
-    if axis == COST_LIMIT_AXIS:
+    if axis.name == COST_LIMIT_AXIS:
         return [float(k) for k in task.thresholds]
-    if axis not in AXIS_OPTIONS:
-        raise SweepError(f"no sweep option gives the values of the axis {axis!r} (rllib_caps.sweeps.grid.AXIS_OPTIONS)")
-    return list(getattr(options, AXIS_OPTIONS[axis]))
+    if not axis.option:
+        raise SweepError(f"no sweep option gives the values of the axis {axis.name!r} (its SweepAxis has no option)")
+    return options.values(axis)
+
+
+def axis_combinations(options: SweepOptions, task: TaskSpec, axes: Sequence[SweepAxis]) -> list[dict[str, Any]]:
+    """Every combination of the values of ``axes`` for ``task``, axis name -> value."""
+    names = [axis.name for axis in axes]
+    return [dict(zip(names, values, strict=True))
+            for values in itertools.product(*(axis_values(options, task, axis) for axis in axes))]
 
 
 def grid_variants(options: SweepOptions, tasks: Sequence[TaskSpec]) -> list[dict[str, Any]]:
-    """One ``{algo, task, <axes>}`` per trained configuration (each is run once per seed)."""
-    variants = []
-    for algo in options.algos:
-        axes = get_algorithm(algo).axes
-        for task in tasks:
-            for values in itertools.product(*(axis_values(options, task, axis) for axis in axes)):
-                variants.append({"algo": algo, "task": task.name, **dict(zip(axes, values, strict=True))})
-    return variants
+    """One ``{algo, task, <trained axes>}`` per trained configuration (each is run once per seed)."""
+    return [{"algo": algo, "task": task.name, **values} for algo in options.algos for task in tasks
+            for values in axis_combinations(options, task, get_algorithm(algo).trained_axes)]
 
 
 def _values(values: Sequence[Any]) -> str:
@@ -64,12 +66,12 @@ def describe_grid(options: SweepOptions, tasks: Sequence[TaskSpec], cluster_cpus
     for algo in options.algos:
         entry = get_algorithm(algo)
         mine = [v for v in variants if v["algo"] == algo]
-        if entry.axes:
+        if entry.trained_axes:
             axes = " × ".join(
-                f"{'κ' if axis == COST_LIMIT_AXIS else axis} "
+                f"{'κ' if axis.name == COST_LIMIT_AXIS else axis.column} "
                 + (", ".join(f"{t.name} {_values(axis_values(options, t, axis))}" for t in tasks)
-                   if axis == COST_LIMIT_AXIS else _values(axis_values(options, tasks[0], axis)))
-                for axis in entry.axes)
+                   if axis.name == COST_LIMIT_AXIS else _values(axis_values(options, tasks[0], axis)))
+                for axis in entry.trained_axes)
         else:
             axes = "one model per task and seed"
         deployment = "κ at test time" if entry.threshold_at_deployment else (
@@ -86,15 +88,18 @@ def describe_grid(options: SweepOptions, tasks: Sequence[TaskSpec], cluster_cpus
 
 
 def describe_search(options: SweepOptions, tasks: Sequence[TaskSpec]) -> str:
-    """The ``--dry-run`` text of ``--search optuna``: one Optuna experiment per (task, K), its samples × seeds, and
-    how they pack (``rllib_caps.sweeps.search``)."""
+    """The ``--dry-run`` text of ``--search optuna``: one Optuna experiment per (task, the algorithm's axis values),
+    its samples × seeds, and how they pack (``rllib_caps.sweeps.search``)."""
     entry = get_algorithm(options.algos[0])  # a search tunes one algorithm (checked by the tune CLI)
-    seeds, heads = len(options.seeds), list(options.heads)
+    seeds, axes = len(options.seeds), entry.trained_axes
+    combinations = len(axis_combinations(options, tasks[0], axes))
     per_experiment = options.num_samples * seeds
+    spans = "".join(f" × {axis.column} {_values(axis_values(options, tasks[0], axis))}" for axis in axes
+                    if axis.named_default or axis_values(options, tasks[0], axis) != [axis.reference])
     lines = [f"Optuna search of {entry.display_name} over {', '.join(sorted(entry.searchable))}: "
-             f"{len(tasks)} task(s) × K {_values(heads)}, one experiment each of {options.num_samples} samples × "
+             f"{len(tasks)} task(s){spans}, one experiment each of {options.num_samples} samples × "
              f"{seeds} seed(s) {options.seeds} = {per_experiment} trained trials; "
-             f"{per_experiment * len(tasks) * len(heads)} in all"]
+             f"{per_experiment * len(tasks) * combinations} in all"]
     if not packs(options):
         lines.append(f"not packed into populations ({why_not_packed(options)}): every sample and seed is its own "
                      "Tune trial")

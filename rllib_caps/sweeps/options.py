@@ -10,8 +10,8 @@ from typing import Any
 
 import yaml
 
-from rllib_caps.algorithms.caps.critic_variants import CRITICS
-from rllib_caps.algorithms.registry import ALGORITHMS, DEFAULT_ALGORITHM, get_algorithm
+from rllib_caps.algorithms.registry import ALGORITHMS, DEFAULT_ALGORITHM, declared, get_algorithm
+from rllib_caps.algorithms.surface import SweepAxis
 from rllib_caps.envs import TaskSpec, select_tasks
 from rllib_caps.utils.checks import check_number, check_seed, number_type
 
@@ -20,13 +20,12 @@ class SweepError(ValueError):
     """A sweep that cannot start; the message names the flag, file or path to fix."""
 
 
-ACTORS = ("shared", "separate")
 PACK_MODES = ("auto", "on", "off")  # --pack: rllib_caps.sweeps.packing
 COMMAND_LINE = "the command line"
 COMMAND_LINE_ONLY = {"resume", "address", "dashboard", "dry_run", "verify"}  # not YAML keys
 # Numeric options and training settings: the bounds of utils.checks.check_number. None fields are unset.
 NUMBERS: dict[str, dict[str, Any]] = {
-    "fqe_steps": {"integer": True, "minimum": 1}, "steps": {"integer": True, "minimum": 1},
+    "steps": {"integer": True, "minimum": 1},
     "eval_episodes": {"integer": True, "minimum": 0}, "eval_runners": {"integer": True, "minimum": 0},
     "num_gpus": {"minimum": 0}, "gpus_per_trial": {"minimum": 0}, "cpus_per_trial": {"positive": True},
     "max_concurrent": {"integer": True, "minimum": 1}, "max_failures": {"integer": True, "minimum": -1},
@@ -40,9 +39,20 @@ TRAINING_NUMBERS = {f"training.{key}": NUMBERS.get(key, {"integer": True, "minim
 TRACKERS = {"wandb": "a W&B project name", "mlflow": "an MLflow tracking URI"}
 
 
+def option_axes() -> dict[str, SweepAxis]:
+    """The axes the entries declare whose values a sweep option lists, by option (``heads`` -> CAPS's K axis)."""
+    return {axis.option: axis for axis in declared("axes").values() if axis.option}
+
+
+def option_bounds(key: str) -> dict[str, Any]:
+    """The bounds of a numeric option: the sweep's own (``NUMBERS``) or an entry's sweep setting's."""
+    settings = declared("sweep_settings")
+    return dict(settings[key].bounds) if key in settings else NUMBERS[key]
+
+
 def option_type(key: str) -> Callable[[str], int | float]:
     """The argparse ``type`` of a numeric option's flag: the same bounds as its YAML key."""
-    return number_type(**NUMBERS[key])
+    return number_type(**option_bounds(key))
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -51,16 +61,18 @@ def option_type(key: str) -> Callable[[str], int | float]:
 
 @dataclass
 class SweepOptions:
-    """Everything a sweep needs. Each field is a flag (``--data-root``) and a YAML key (``data_root``)."""
+    """Everything a sweep needs. Each field is a flag (``--data-root``) and a YAML key (``data_root``), but ``axes``
+    and ``algorithm_settings``, whose entries are (``--heads``, ``heads``; ``--fqe-steps``, ``fqe_steps``):
+    ``of`` and ``flat`` convert."""
 
     algos: list[str] = field(default_factory=lambda: [DEFAULT_ALGORITHM])  # registry names
     tasks: str = "BallCircle"
     seeds: list[int] = field(default_factory=lambda: [0, 10, 20])
-    heads: list[int] = field(default_factory=lambda: [2])
-    backbones: list[str] = field(default_factory=lambda: ["iql"])  # grid axis: CAPSConfig backbone
-    actors: list[str] = field(default_factory=lambda: ["shared"])  # grid axis: shared or separate actor bodies
-    critics: list[str] = field(default_factory=lambda: ["offline"])  # evaluation variants of every trial (FQE)
-    fqe_steps: int | None = None  # FQE gradient steps per trial [caps.critic_variants.FQESettings]
+    # The entries' axes (``SweepAxis``): axis name -> its values (a flag and YAML key each: the axis's ``option``);
+    # an axis not given takes its declared defaults.
+    axes: dict[str, list[Any]] = field(default_factory=dict)
+    # The entries' other sweep settings (``SweepSetting``, e.g. ``fqe_steps``): a flag and YAML key each; None unset.
+    algorithm_settings: dict[str, Any] = field(default_factory=dict)
     data_root: str = "datasets"
     storage: str = "results"
     name: str = "sweep"
@@ -93,6 +105,29 @@ class SweepOptions:
     overrides: dict[str, Any] = field(default_factory=dict)
     search_space: dict[str, Any] = field(default_factory=dict)  # Optuna ranges (rllib_caps.sweeps.search)
 
+    def __post_init__(self) -> None:
+        self.axes = {**{axis.name: list(axis.default) for axis in option_axes().values()}, **self.axes}
+        self.algorithm_settings = {**dict.fromkeys(declared("sweep_settings")), **self.algorithm_settings}
+
+    @classmethod
+    def of(cls, **options: Any) -> SweepOptions:
+        """Options from flat keys, as flags and the YAML give them: an axis by its option (``heads: [2, 4]``), an
+        entry's sweep setting by its name (``fqe_steps``), the rest by field."""
+        axes, settings = option_axes(), declared("sweep_settings")
+        return cls(**{k: v for k, v in options.items() if k not in axes and k not in settings},
+                   axes={axes[k].name: v for k, v in options.items() if k in axes},
+                   algorithm_settings={k: v for k, v in options.items() if k in settings})
+
+    def flat(self) -> dict[str, Any]:
+        """The options by flat key (``of``'s inverse): the axes by their options, the entries' settings by name."""
+        flat = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("axes", "algorithm_settings")}
+        flat.update({option: self.axes[axis.name] for option, axis in option_axes().items()})
+        return {**flat, **self.algorithm_settings}
+
+    def values(self, axis: SweepAxis) -> list[Any]:
+        """The sweep's values of one axis (its declared defaults where the options do not list it)."""
+        return list(self.axes.get(axis.name, axis.default))
+
     @property
     def experiment_dir(self) -> Path:
         return Path(self.storage).resolve() / self.name
@@ -124,6 +159,11 @@ class SweepOptions:
         return {**self.training, **{k: v for k, v in flags.items() if v is not None}}
 
 
+def option_keys() -> set[str]:
+    """Every option's flat key (a flag's name with underscores, a YAML key)."""
+    return set(SweepOptions().flat())
+
+
 def load_config_file(path: str | Path) -> dict[str, Any]:
     """A sweep YAML: any option by its flag's name with underscores, plus ``training``, ``overrides`` and
     ``search_space``."""
@@ -139,7 +179,7 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
                          "give the sweep's options, or leave out --config for the defaults")
     if not isinstance(data, dict):
         raise SweepError(f"--config {path}: expected a mapping of options, got {type(data).__name__}")
-    known = {f.name for f in fields(SweepOptions)} - COMMAND_LINE_ONLY
+    known = option_keys() - COMMAND_LINE_ONLY
     unknown = sorted(set(data) - known)
     if unknown:
         raise SweepError(f"--config {path}: unknown keys {unknown}; valid keys: {sorted(known)}")
@@ -155,12 +195,12 @@ def resolve_options(args: argparse.Namespace) -> SweepOptions:
     is checked on its own, so an error names the flag (``--seeds``) or the file and key (``sweep.yaml: seeds``)."""
     file_options = load_config_file(args.config) if args.config else {}
     if args.config:
-        check_options(SweepOptions(**file_options), f"--config {args.config}")
+        check_options(SweepOptions.of(**file_options), f"--config {args.config}")
     if args.name is None and args.config and "name" not in file_options:
         file_options["name"] = Path(args.config).stem
     given = {k: v for k, v in vars(args).items() if k != "config" and v is not None}
-    check_options(SweepOptions(**given), COMMAND_LINE)
-    return SweepOptions(**{**file_options, **given})
+    check_options(SweepOptions.of(**given), COMMAND_LINE)
+    return SweepOptions.of(**{**file_options, **given})
 
 
 def _where(source: str, key: str) -> str:
@@ -189,17 +229,19 @@ def check_options(options: SweepOptions, source: str) -> None:
     for key in ("training", "overrides"):
         if not isinstance(getattr(options, key), dict):
             raise SweepError(f"{_where(source, key)} must be a mapping, got {getattr(options, key)!r}")
-    for key, bounds in {**NUMBERS, **TRAINING_NUMBERS}.items():
+    bounds_of = {**NUMBERS, **{key: option_bounds(key) for key in declared("sweep_settings")}, **TRAINING_NUMBERS}
+    flat = options.flat()
+    for key, bounds in bounds_of.items():
         scope, _, name = key.rpartition(".")
-        value = (options.training if scope else vars(options)).get(name)
+        value = (options.training if scope else flat).get(name)
         try:
             if value is not None:
                 check_number(value, **bounds)
         except ValueError as err:
             raise SweepError(f"{_where(source, key)} {err}") from None
-    for key, kind in (("seeds", int), ("heads", int), ("algos", str), ("backbones", str), ("actors", str),
-                      ("critics", str)):
-        values = getattr(options, key)
+    kinds = {"seeds": int, "algos": str, **{option: axis.kind for option, axis in option_axes().items()}}
+    for key, kind in kinds.items():
+        values = flat[key]
         if not _is_list(values, kind):
             raise SweepError(f"{_where(source, key)} must be a non-empty list of "
                              f"{'integers' if kind is int else 'names'}, got {values!r}")
@@ -215,10 +257,10 @@ def check_options(options: SweepOptions, source: str) -> None:
             raise SweepError(f"{_where(source, 'algos')}: unknown algorithm {algo!r}; known: {', '.join(ALGORITHMS)}")
     if options.pack not in PACK_MODES:
         raise SweepError(f"{_where(source, 'pack')} must be one of {', '.join(PACK_MODES)}, got {options.pack!r}")
-    for key, allowed in (("actors", ACTORS), ("critics", CRITICS)):
-        wrong = [v for v in getattr(options, key) if v not in allowed]
+    for key, axis in option_axes().items():
+        wrong = [v for v in flat[key] if axis.choices and v not in axis.choices]
         if wrong:
-            raise SweepError(f"{_where(source, key)} {wrong} unknown; choose from {', '.join(allowed)}")
+            raise SweepError(f"{_where(source, key)} {wrong} unknown; choose from {', '.join(axis.choices)}")
     hidden = options.training.get("hidden")
     if hidden is not None and not _is_list(hidden, int):
         raise SweepError(f"{_where(source, 'training.hidden')} must be a list of integers, got {hidden!r}")

@@ -34,11 +34,8 @@ RESULT_BYTES_PER_ITERATION = 16 * 2**10
 def trained_variants(options: SweepOptions, tasks: Sequence[TaskSpec]) -> list[tuple[dict[str, Any], int]]:
     """Each distinct trained configuration ``{algo, task, <axes>}`` of the sweep and how many trials train it (its
     seeds; for a search, its samples × seeds). Packing changes neither: a packed trial checkpoints every member."""
-    seeds = len(options.seeds)
-    if options.search:
-        return [({"algo": options.algos[0], "task": task.name, "heads": heads}, options.num_samples * seeds)
-                for task in tasks for heads in options.heads]
-    return [(variant, seeds) for variant in grid_variants(options, tasks)]
+    trials = len(options.seeds) * (options.num_samples if options.search else 1)
+    return [(variant, trials) for variant in grid_variants(options, tasks)]
 
 
 def sweep_output_estimate(options: SweepOptions, tasks: Sequence[TaskSpec]) -> OutputEstimate | None:

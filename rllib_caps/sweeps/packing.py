@@ -22,11 +22,12 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rllib_caps.algorithms.registry import COST_LIMIT_AXIS, get_algorithm
+from rllib_caps.algorithms.registry import get_algorithm
+from rllib_caps.algorithms.surface import COST_LIMIT_AXIS
 from rllib_caps.core.learner import computes_pure_losses
 from rllib_caps.core.population import MEMBER_SETTINGS
-from rllib_caps.report.records import MEMBERS, member_name
 from rllib_caps.sweeps.options import SweepOptions
+from rllib_caps.sweeps.trial_schema import MEMBERS, member_name
 
 MEMBER_AXES = MEMBER_SETTINGS & {COST_LIMIT_AXIS}  # grid axes whose values may differ inside one population
 # The largest population a search packs: on an H100 (h512/b512, TF32, captured) member-steps/s rose 34% from P = 8 to

@@ -13,13 +13,12 @@ from __future__ import annotations
 import json
 import logging
 import shlex
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rllib_caps.algorithms.registry import get_algorithm
-from rllib_caps.sweeps.grid import AXIS_OPTIONS
-from rllib_caps.sweeps.options import SweepError, SweepOptions
+from rllib_caps.sweeps.options import SweepError, SweepOptions, option_axes
 from rllib_caps.utils.atomic import atomic_file
 
 logger = logging.getLogger("rllib_caps.tune")
@@ -31,8 +30,13 @@ RUN_OPTIONS = frozenset({"resume", "address", "dashboard", "dry_run", "verify", 
 # Flags that override a training setting: the plan holds the merged settings (SweepOptions.training_settings).
 TRAINING_FLAGS = frozenset({"steps", "eval_episodes", "eval_runners", "eval_every", "time_limit"})
 SEARCH_OPTIONS = frozenset({"num_samples", "population_samples", "search_space"})  # what only --search reads
-# The options whose values span the grid, in the order new_trial_grids splits a grown grid.
-GRID_AXES = ("algos", "tasks", "seeds", "heads", "backbones", "actors", "critics")
+GENERIC_GRID_AXES = ("algos", "tasks", "seeds")  # the options that span every sweep's grid
+
+
+def grid_axes() -> tuple[str, ...]:
+    """The options whose values span the grid, in the order new_trial_grids splits a grown grid: the generic ones,
+    then the entries' axes by option (``heads``, ...)."""
+    return (*GENERIC_GRID_AXES, *option_axes())
 UNSET = "unset"  # how a difference shows a setting that one side does not have
 
 
@@ -41,7 +45,7 @@ def sweep_plan(options: SweepOptions) -> dict[str, Any]:
     the flags that override them, and every other option that enters a trial's config or Tune's; not the options of
     one run (``RUN_OPTIONS``), nor a grid sweep's search options."""
     left_out = RUN_OPTIONS | TRAINING_FLAGS | (set() if options.search else SEARCH_OPTIONS)
-    plan = {f.name: getattr(options, f.name) for f in fields(SweepOptions) if f.name not in left_out}
+    plan = {key: value for key, value in options.flat().items() if key not in left_out}
     plan.update(tasks=[task.name for task in options.task_specs()], data_root=str(Path(options.data_root).resolve()),
                 training=options.training_settings())
     return json.loads(json.dumps(plan, default=str))
@@ -74,14 +78,14 @@ class PlanChange:
 
     @property
     def added(self) -> list[Any]:
-        return [v for v in self.new if v not in self.old] if self.key in GRID_AXES else []
+        return [v for v in self.new if v not in self.old] if self.key in grid_axes() else []
 
     @property
     def removed(self) -> list[Any]:
-        return [v for v in self.old if v not in self.new] if self.key in GRID_AXES else []
+        return [v for v in self.old if v not in self.new] if self.key in grid_axes() else []
 
     def describe(self) -> str:
-        if self.key in GRID_AXES:
+        if self.key in grid_axes():
             return "; ".join(f"{what} {_text(values)}" for what, values in (("added", self.added),
                                                                           ("removed", self.removed)) if values)
         return f"{_text(self.old)} -> {_text(self.new)}"
@@ -94,7 +98,7 @@ def plan_changes(recorded: dict[str, Any], planned: dict[str, Any]) -> list[Plan
     changes = []
     for key in [*old, *(k for k in new if k not in old)]:
         before, after = old.get(key, UNSET), new.get(key, UNSET)
-        same = {json.dumps(v) for v in before} == {json.dumps(v) for v in after} if key in GRID_AXES else \
+        same = {json.dumps(v) for v in before} == {json.dumps(v) for v in after} if key in grid_axes() else \
             before == after
         if not same:
             changes.append(PlanChange(key, before, after))
@@ -107,7 +111,7 @@ class PlanChangedError(SweepError):
     def __init__(self, experiment_dir: Path, recorded: dict[str, Any], planned: dict[str, Any],
                  changes: list[PlanChange]) -> None:
         self.experiment_dir, self.recorded, self.planned, self.changes = experiment_dir, recorded, planned, changes
-        grid = any(c.key in GRID_AXES for c in changes)
+        grid = any(c.key in grid_axes() for c in changes)
         super().__init__(
             f"{experiment_dir} holds a sweep planned with other values (its {PLAN_FILE}); Tune runs an experiment's "
             f"trials as planned, so {'it cannot add or drop trials, and ' if grid else ''}a re-run or --resume "
@@ -158,14 +162,10 @@ def record_plan(options: SweepOptions) -> None:
             tmp.write_text(json.dumps(sweep_plan(options), indent=1) + "\n")
 
 
-def _algos_with(axis: str, algos: list[str]) -> list[str]:
-    """The algorithms whose trials the grid axis ``axis`` (a GRID_AXES option) multiplies."""
-    if axis == "critics":
-        return [a for a in algos if get_algorithm(a).extension.variants]
-    per_algorithm = {option: name for name, option in AXIS_OPTIONS.items()}
-    if axis in per_algorithm:
-        return [a for a in algos if per_algorithm[axis] in get_algorithm(a).axes]
-    return algos
+def _algos_with(option: str, algos: list[str]) -> list[str]:
+    """The algorithms whose trials the grid option ``option`` (one of ``grid_axes``) multiplies (or evaluates)."""
+    axis = option_axes().get(option)
+    return algos if axis is None else [a for a in algos if axis in get_algorithm(a).axes]
 
 
 def new_trial_grids(recorded: dict[str, Any], planned: dict[str, Any]) -> list[tuple[str, dict[str, list[Any]]]]:
@@ -174,10 +174,11 @@ def new_trial_grids(recorded: dict[str, Any], planned: dict[str, Any]) -> list[t
     grids share a trial), only for the algorithms that axis multiplies. Each is (the axis, its added values and the
     other options it sets otherwise than ``planned`` does); empty grids are left out."""
     grids = []
-    for i, axis in enumerate(GRID_AXES):
-        added = [v for v in planned[axis] if v not in recorded[axis]]
-        grid = {axis: added, **{before: [v for v in planned[before] if v in recorded[before]]
-                                for before in GRID_AXES[:i]}}
+    axes = grid_axes()
+    for i, axis in enumerate(axes):
+        added = [v for v in planned[axis] if v not in recorded.get(axis, [])]
+        grid = {axis: added, **{before: [v for v in planned[before] if v in recorded.get(before, [])]
+                                for before in axes[:i]}}
         grid["algos"] = _algos_with(axis, grid.get("algos", planned["algos"]))
         if all(grid.values()):
             grids.append((axis, {key: values for key, values in grid.items()
@@ -202,7 +203,7 @@ def changed_plan_advice(err: PlanChangedError, argv: list[str]) -> str:
     grid changed, one command per grid of the new trials (``new_trial_grids``), each a sweep inside the experiment
     directory, and the report that reads them all (it reads every trial under the directory); else the sweep's own
     values, or another --name."""
-    grid_only = all(c.key in GRID_AXES for c in err.changes) and not err.planned.get("search")
+    grid_only = all(c.key in grid_axes() for c in err.changes) and not err.planned.get("search")
     grids = new_trial_grids(err.recorded, err.planned) if grid_only else []
     keep = f"Repeat the sweep's own values ({err.experiment_dir / PLAN_FILE}) to continue or report it"
     if not grids:

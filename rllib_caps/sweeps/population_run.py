@@ -30,7 +30,7 @@ from rllib_caps.core.keys import GRADIENT_STEPS
 from rllib_caps.core.offline import evaluates_at
 from rllib_caps.core.population import Population
 from rllib_caps.core.ray_internals import local_learner
-from rllib_caps.report.records import MEMBERS
+from rllib_caps.sweeps.trial_schema import MEMBERS
 from rllib_caps.utils.atomic import atomic_file
 
 DUE_EVALUATION_FILE = "due_evaluation.json"  # in a population's checkpoint: the evaluation its next iteration runs

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rllib_caps.algorithms.registry import declared, get_algorithm
 from rllib_caps.core.ray_session import init_ray
 from rllib_caps.data import DatasetError
 from rllib_caps.data.validation import check_dataset
@@ -25,14 +26,14 @@ from rllib_caps.sweeps.state_backup import (
     state_backup,
 )
 from rllib_caps.sweeps.tracking import tracking_callbacks
+from rllib_caps.sweeps.trial_schema import ALGORITHM_SETTINGS, EVALUATED
 from rllib_caps.sweeps.trials import (
     dataset_dir,
     describe_trial,
     missing_datasets,
     missing_datasets_message,
-    trial_class,
+    scope_axis,
     trial_config,
-    trial_logger,
     trial_name,
     unknown_settings,
 )
@@ -47,7 +48,8 @@ def setup_dict(options: SweepOptions, resources: TrialResources) -> dict[str, An
     """The part of every trial config that the whole sweep shares."""
     return {"data_root": str(Path(options.data_root).resolve()), "training": options.training_settings(),
             "overrides": options.overrides, "resources": {"cpus": resources.cpus, "gpus": resources.gpus},
-            "critics": list(options.critics), "fqe_steps": options.fqe_steps}
+            EVALUATED: {axis.name: options.values(axis) for axis in declared("axes").values() if axis.evaluated},
+            ALGORITHM_SETTINGS: dict(options.algorithm_settings)}
 
 
 def check_trials(options: SweepOptions, tasks: Sequence[TaskSpec], setup: Mapping[str, Any]) -> None:
@@ -64,7 +66,7 @@ def check_trials(options: SweepOptions, tasks: Sequence[TaskSpec], setup: Mappin
             raise SweepError(f"--data-root {options.data_root}: {err}") from err
     for scope, settings in [("training", setup["training"]), *setup["overrides"].items()]:
         unknown = unknown_settings(options.algos, {k: v for k, v in (settings or {}).items()
-                                                   if not (k.startswith("K") and k[1:].isdigit())})
+                                                   if scope_axis(k) is None})
         if unknown:
             raise SweepError(f"{scope if scope == 'training' else 'overrides.' + scope}: settings {unknown} belong "
                              f"to none of the algorithms {options.algos}")
@@ -74,8 +76,10 @@ def check_trials(options: SweepOptions, tasks: Sequence[TaskSpec], setup: Mappin
             config = trial_config(trial)
             config.validate()
         except (TypeError, ValueError) as err:
+            flags = ", ".join(f"--{axis.option.replace('_', '-')}"
+                              for axis in get_algorithm(variant["algo"]).trained_axes if axis.option)
             raise SweepError(f"{describe_trial(trial)}: invalid training settings (--config training/overrides, or a "
-                             f"flag: --steps, --eval-every, --heads, --backbones, --actors): {err}") from err
+                             f"flag: --steps, --eval-every{', ' + flags if flags else ''}): {err}") from err
         if config.evaluation_interval is None:
             raise SweepError("training.eval_episodes (--eval-episodes) must be >= 1: a trial's score is its "
                              "evaluation")
@@ -109,7 +113,9 @@ def run_experiment(options: SweepOptions, experiment_dir: Path, param_space: dic
     (``rllib_caps.sweeps.tracking``; a resumed experiment keeps those it started with); returns the ResultGrid."""
     from ray import tune
 
-    trainable = trial_class()
+    from rllib_caps.sweeps.trainable import SweepTrial, TrialLogger
+
+    trainable = SweepTrial
     check_experiment_dir(experiment_dir, resume)
     if resume and not experiment_state_saved(experiment_dir):
         if load_trials(experiment_dir)[0]:
@@ -135,7 +141,7 @@ def run_experiment(options: SweepOptions, experiment_dir: Path, param_space: dic
                 checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=options.checkpoint_every,
                                                         checkpoint_at_end=True,
                                                         num_to_keep=CHECKPOINTS_KEPT),
-                callbacks=[trial_logger(), state_backup(experiment_dir), *tracking_callbacks(options)], verbose=1,
+                callbacks=[TrialLogger(), state_backup(experiment_dir), *tracking_callbacks(options)], verbose=1,
             ),
         )
     with tune_stops_on_interrupt() as interrupt:

@@ -1,12 +1,14 @@
-"""``--search optuna``: tune β (``awr_beta``) and the K−2 middle heads' λ_k per task and K with Optuna.
+"""``--search optuna``: tune an algorithm's searchable settings (``AlgorithmEntry.searchable``, in the Optuna space its
+entry declares, ``search_space``; CAPS: β and the K−2 middle heads' λ_k) per task and axis values with Optuna.
 
-For each (task, K) one Tune experiment STORAGE/NAME/<Task>-K<K>/ runs ``--num-samples`` Optuna samples
-(TPE), each repeated over every seed. Packed (``--pack``, ``rllib_caps.sweeps.packing``), one Tune trial trains
-several samples × their seeds as one population (``PackedSamples``), each member with its sample's β and λ_k;
+For each (task, axis values) one Tune experiment STORAGE/NAME/<Task>-<axis parts>/ (CAPS: <Task>-K<K>) runs
+``--num-samples`` Optuna samples (TPE), each repeated over every seed. Packed (``--pack``,
+``rllib_caps.sweeps.packing``), one Tune trial trains several samples × their seeds as one population
+(``PackedSamples``), each member with its sample's settings;
 unpacked, each sample and seed is a trial (Tune's ``Repeater``: ``seed = seeds[__trial_index__]``). A sample's
 score is :func:`rllib_caps.sweeps.trials.constrained_objective` of its seed-averaged normalised reward and cost:
 the constraint cost ≤ 1 first, then reward (not a weighted sum). The best sample per
-(task, K) goes to STORAGE/NAME/best_params.yaml, a sweep config that ``--config`` accepts.
+(task, axis values) goes to STORAGE/NAME/best_params.yaml, a sweep config that ``--config`` accepts.
 """
 
 from __future__ import annotations
@@ -14,8 +16,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,50 +24,34 @@ import numpy as np
 import yaml
 from ray.tune.search import Repeater, Searcher
 
+from rllib_caps.algorithms.registry import AlgorithmEntry, get_algorithm
 from rllib_caps.core.ray_internals import trial_group
-from rllib_caps.report.records import MEMBERS, TrialRecord, load_trials, member_name
-from rllib_caps.sweeps.options import SweepError, SweepOptions
+from rllib_caps.report.records import TrialRecord, load_trials
+from rllib_caps.sweeps.grid import axis_combinations
+from rllib_caps.sweeps.options import SweepError, SweepOptions, option_axes
 from rllib_caps.sweeps.packing import packs, samples_per_population, why_not_packed
 from rllib_caps.sweeps.plan import record_plan
 from rllib_caps.sweeps.resources import plan_resources
 from rllib_caps.sweeps.runner import check_experiment_dir, check_trials, run_experiment, setup_dict
-from rllib_caps.sweeps.trials import constrained_objective
+from rllib_caps.sweeps.trial_schema import MEMBERS, member_name
+from rllib_caps.sweeps.trials import axis_parts, constrained_objective
 from rllib_caps.utils.atomic import atomic_file
 
 logger = logging.getLogger("rllib_caps.sweeps.search")
 
 METRIC = "objective"
-DEFAULT_RANGES = {"awr_beta": (0.5, 10.0), "lambdas": (0.05, 5.0)}  # log-uniform; the paper: β = 3, λ_k ∈ (0, 2)
+SAMPLER_SEED = "seed"  # the search_space key that seeds the TPE sampler; the others are the entry's ranges
 BEST_PARAMS_FILE = "best_params.yaml"
 
 
-@dataclass(frozen=True)
-class SearchSpace:
-    """Optuna define-by-run space for K heads: β and K−2 middle λ_k, each log-uniform; λ sorted ascending
-    so that head k trades more cost for reward as k grows (head 0: reward only, head K−1: cost only)."""
-
-    heads: int
-    awr_beta: tuple[float, float] = DEFAULT_RANGES["awr_beta"]
-    lambdas: tuple[float, float] = DEFAULT_RANGES["lambdas"]
-
-    def __call__(self, trial: Any) -> dict[str, Any] | None:
-        trial.suggest_float("search/awr_beta", *self.awr_beta, log=True)
-        values = [trial.suggest_float(f"search/lambda_{k}", *self.lambdas, log=True) for k in range(1, self.heads - 1)]
-        return {"search/lambdas": sorted(values)} if values else None
-
-
-def search_space(heads: int, ranges: dict[str, Any]) -> SearchSpace:
-    """The space for K heads from the YAML ``search_space`` mapping (``awr_beta``/``lambdas``: [low, high])."""
-    unknown = set(ranges) - {"awr_beta", "lambdas", "seed"}
-    if unknown:
-        raise SweepError(f"search_space: unknown keys {sorted(unknown)}; valid: awr_beta, lambdas, seed")
-    bounds = {}
-    for key in ("awr_beta", "lambdas"):
-        low, high = ranges.get(key, DEFAULT_RANGES[key])
-        if not 0 < low < high:
-            raise SweepError(f"search_space.{key}: need 0 < low < high, got [{low}, {high}]")
-        bounds[key] = (float(low), float(high))
-    return SearchSpace(heads, **bounds)
+def search_space(entry: AlgorithmEntry, axes: Mapping[str, Any], ranges: Mapping[str, Any]) -> Any:
+    """The entry's Optuna space for a trial of these axis values, from the YAML ``search_space`` ranges; a SweepError
+    names the range at fault."""
+    try:
+        return entry.space(axes, {k: v for k, v in ranges.items() if k != SAMPLER_SEED})
+    except ValueError as err:  # "<range key>: ..." names one of the YAML's ranges
+        named = str(err).partition(":")[0] in ranges
+        raise SweepError(f"search_space{'.' if named else ': '}{err}") from err
 
 
 def seed_averaged_score(outcomes: Iterable[tuple[float, float]]) -> dict[str, float] | None:
@@ -150,51 +135,63 @@ class PackedSamples(Searcher):
         return self.searcher.set_search_properties(metric, mode, config, **spec)
 
 
-def make_searcher(heads: int, ranges: dict[str, Any], seeds: Sequence[int], total: int,
+def make_searcher(space: Any, ranges: Mapping[str, Any], seeds: Sequence[int], total: int,
                   samples_per_trial: int | None = None) -> Searcher:
-    """OptunaSearch (TPE, seeded by ``search_space.seed``) over ``total`` samples, each run with every seed: packed
-    ``samples_per_trial`` samples to a Tune trial (``PackedSamples``), or unpacked (None) one trial per sample and
-    seed (``SeedRepeater``)."""
+    """OptunaSearch over the define-by-run ``space`` (TPE, seeded by ``search_space.seed`` of ``ranges``) over
+    ``total`` samples, each run with every seed: packed ``samples_per_trial`` samples to a Tune trial
+    (``PackedSamples``), or unpacked (None) one trial per sample and seed (``SeedRepeater``)."""
     from optuna.samplers import TPESampler
     from ray.tune.search.optuna import OptunaSearch
 
-    optuna = OptunaSearch(space=search_space(heads, ranges), metric=METRIC, mode="max",
-                          sampler=TPESampler(seed=int(ranges.get("seed", 0))))
+    optuna = OptunaSearch(space=space, metric=METRIC, mode="max",
+                          sampler=TPESampler(seed=int(ranges.get(SAMPLER_SEED, 0))))
     if samples_per_trial:
         return PackedSamples(optuna, samples_per_trial, seeds, total)
     return SeedRepeater(optuna, repeat=len(seeds))
 
 
-def best_parameters(records: Iterable[TrialRecord]) -> dict[tuple[str, int], dict[str, Any]]:
-    """(task, K) -> the searched parameters with the best constrained objective of the seed-averaged
-    normalised reward and cost, with those averages."""
-    groups: dict[tuple[str, int, str], list[TrialRecord]] = defaultdict(list)
+def experiment_name(algo: str, axes: Mapping[str, Any]) -> str:
+    """``K2``: the trained axis values of one search experiment as its directory and logs name them."""
+    return "-".join(axis_parts({"algo": algo, **axes}))
+
+
+def best_parameters(records: Iterable[TrialRecord]) -> dict[tuple[str, str], dict[str, Any]]:
+    """(task, ``experiment_name`` of the axis values, e.g. ``K2``) -> the searched parameters with the best
+    constrained objective of the seed-averaged normalised reward and cost, with those averages and the axis values
+    (``axes``)."""
+    groups: dict[tuple[str, str, str], list[TrialRecord]] = defaultdict(list)
     for r in records:
-        if r.critic == "offline":  # the critics the sample trained; FQE variants are evaluations of the same trial
-            groups[(r.task, r.heads, yaml.safe_dump(r.search, sort_keys=True))].append(r)
-    best: dict[tuple[str, int], dict[str, Any]] = {}
-    for (task, heads, _), group in groups.items():
+        if r.trained:  # what the sample trained; an evaluated axis's other values are evaluations of the same trial
+            groups[(r.task, experiment_name(r.algo, r.axes), yaml.safe_dump(r.search, sort_keys=True))].append(r)
+    best: dict[tuple[str, str], dict[str, Any]] = {}
+    for (task, name, _), group in groups.items():
         reward = float(np.mean([r.evaluation["mean"]["normalized_reward"] for r in group]))
         cost = float(np.mean([r.evaluation["mean"]["normalized_cost"] for r in group]))
         candidate = {**group[0].search, "normalized_reward": reward, "normalized_cost": cost,
-                     "seeds": sorted(r.seed for r in group)}
-        current = best.get((task, heads))
+                     "seeds": sorted(r.seed for r in group),
+                     "axes": {axis.name: group[0].axes[axis.name] for axis in group[0].entry.trained_axes}}
+        current = best.get((task, name))
         if current is None or constrained_objective(reward, cost) > constrained_objective(
                 current["normalized_reward"], current["normalized_cost"]):
-            best[(task, heads)] = candidate
+            best[(task, name)] = candidate
     return best
 
 
-def best_params_config(options: SweepOptions, best: dict[tuple[str, int], dict[str, Any]]) -> dict[str, Any]:
-    """A sweep config (``--config``) that trains every (task, K) with its best searched parameters."""
+def best_params_config(options: SweepOptions, best: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any]:
+    """A sweep config (``--config``) that trains every (task, axis values) with its best searched parameters: each
+    under its task and the scopes of its labelled axis values (``K4``)."""
+    entry = get_algorithm(options.algos[0])
     overrides = {scope: dict(values) for scope, values in options.overrides.items()}
-    for (task, heads), params in sorted(best.items()):
-        chosen = {k: params[k] for k in ("awr_beta", "lambdas") if params.get(k) is not None}
-        task_scope = overrides.setdefault(task, {})
-        task_scope[f"K{heads}"] = {**task_scope.get(f"K{heads}", {}), **chosen}
+    for (task, _), params in sorted(best.items()):
+        scope = overrides.setdefault(task, {})
+        for axis in entry.trained_axes:
+            if axis.label:
+                scope = scope.setdefault(axis.part(params["axes"][axis.name]), {})
+        scope.update({k: params[k] for k in entry.searchable if params.get(k) is not None})
+    swept = {option: sorted({params["axes"][axis.name] for params in best.values()})
+             for option, axis in option_axes().items() if axis in entry.trained_axes}
     return {"tasks": ",".join(dict.fromkeys(task for task, _ in sorted(best))), "seeds": list(options.seeds),
-            "heads": sorted({heads for _, heads in best}), "data_root": options.data_root,
-            "training": options.training_settings(), "overrides": overrides}
+            **swept, "data_root": options.data_root, "training": options.training_settings(), "overrides": overrides}
 
 
 def write_yaml(path: Path, data: dict[str, Any], header: str) -> None:
@@ -204,7 +201,7 @@ def write_yaml(path: Path, data: dict[str, Any], header: str) -> None:
 
 
 def run_search(options: SweepOptions) -> Path:
-    """One Optuna experiment per (task, K); returns the written best_params.yaml."""
+    """One Optuna experiment per (task, the algorithm's trained axis values); returns the written best_params.yaml."""
     import ray
 
     tasks = options.task_specs()
@@ -234,30 +231,34 @@ def run_search(options: SweepOptions) -> Path:
     setup = setup_dict(options, resources)
     check_trials(options, tasks, setup)
     record_plan(options)
-    for heads in options.heads:
-        search_space(heads, options.search_space)  # fail on a bad range before anything runs
+    entry = get_algorithm(algo)
     for task in tasks:
-        for heads in options.heads:
-            sub = experiment_dir / f"{task.name}-K{heads}"
-            logger.info("Optuna on %s K=%d: %d samples × %d seeds%s, %d trials at a time; results in %s",
-                        task.name, heads, options.num_samples, len(options.seeds),
+        for axes in axis_combinations(options, task, entry.trained_axes):
+            search_space(entry, axes, options.search_space)  # fail on a bad range before anything runs
+    for task in tasks:
+        for axes in axis_combinations(options, task, entry.trained_axes):
+            name = experiment_name(algo, axes)
+            sub = experiment_dir / "-".join(filter(None, [task.name, name]))
+            logger.info("Optuna on %s %s: %d samples × %d seeds%s, %d trials at a time; results in %s",
+                        task.name, name, options.num_samples, len(options.seeds),
                         f" ({samples} sample(s) × seeds per population)" if packed else "", resources.concurrency,
                         sub)
-            run_experiment(options, sub, {"algo": algo, "task": task.name, "heads": heads,
+            run_experiment(options, sub, {"algo": algo, "task": task.name, **axes,
                                           **({} if packed else {"seeds": list(options.seeds)}), "setup": setup},
                            concurrency=resources.concurrency, resume=options.resume and sub.exists(),
-                           search_alg=make_searcher(heads, options.search_space, options.seeds, options.num_samples,
+                           search_alg=make_searcher(search_space(entry, axes, options.search_space),
+                                                    options.search_space, options.seeds, options.num_samples,
                                                     samples if packed else None),
                            num_samples=trials)
     records, _ = load_trials(experiment_dir)
     best = best_parameters(records)
-    for (task, heads), params in sorted(best.items()):
-        logger.info("best %s K=%d: β=%.4g λ=%s: normalised reward %.3f, cost %.3f", task, heads,
-                    params.get("awr_beta", math.nan), params.get("lambdas", []), params["normalized_reward"],
-                    params["normalized_cost"])
+    for (task, name), params in sorted(best.items()):
+        chosen = {k: params[k] for k in entry.searchable if k in params}
+        logger.info("best %s %s: %s: normalised reward %.3f, cost %.3f", task, name, chosen,
+                    params["normalized_reward"], params["normalized_cost"])
     path = experiment_dir / BEST_PARAMS_FILE
     write_yaml(path, best_params_config(options, best),
-               f"# Best Optuna parameters per task and K from {experiment_dir}\n"
+               f"# Best Optuna parameters per task and axis values from {experiment_dir}\n"
                "# (highest mean normalised reward among those with mean normalised cost <= 1; else least unsafe).\n"
                "# Train them: python -m rllib_caps.tune --config THIS_FILE --name NAME\n")
     return path

@@ -1,15 +1,14 @@
 """One trial: its Tune config -> the algorithm config, its metrics, and the Tune trainable and callback.
 
-A trial's Tune config is small: ``algo``, ``task``, the algorithm's grid axes (``heads`` for
-CAPS, ``cost_limit`` for the per-threshold baselines; ``AlgorithmEntry.axes``), ``seed`` (or ``seeds`` under a
-Repeater), the optional ``search`` values and the sweep-wide ``setup``; a grid sweep nests the first three under
-``variant`` (``rllib_caps.report.records.trial_params`` flattens it). One trainable, ``SweepTrial``, runs every
-algorithm, so trials of different algorithms share one Tune experiment and pack on the same CPUs/GPUs. The
-last training iteration
-evaluates at the task's thresholds and ends the trial; every result carries top-level
-``normalized_reward``, ``normalized_cost``, ``safe`` and ``objective`` (NaN before that evaluation; evaluations
-during training, ``eval_every``, are under ``evaluation/dsrl`` only), so Tune's strict metric check and searchers
-see them in every result, and ``gradient_steps``, the gradient steps trained so far.
+A trial's Tune config is small: ``algo``, ``task``, the algorithm's trained axes by name (``num_heads``,
+``backbone`` and ``actor`` for CAPS, ``cost_limit`` for the per-threshold baselines; ``AlgorithmEntry.axes``),
+``seed`` (or ``seeds`` under a Repeater), the optional ``search`` values and the sweep-wide ``setup``; a grid sweep
+nests the first three under ``variant`` (``rllib_caps.sweeps.trial_schema.trial_params`` flattens it). One trainable,
+``SweepTrial``, runs every algorithm, so trials of different algorithms share one Tune experiment and pack on the
+same CPUs/GPUs. The last training iteration evaluates at the task's thresholds and ends the trial; every result
+carries top-level ``normalized_reward``, ``normalized_cost``, ``safe`` and ``objective`` (NaN before that
+evaluation; evaluations during training, ``eval_every``, are under ``evaluation/dsrl`` only), so Tune's strict
+metric check and searchers see them in every result, and ``gradient_steps``, the gradient steps trained so far.
 """
 
 from __future__ import annotations
@@ -23,18 +22,24 @@ from typing import Any
 import numpy as np
 
 from rllib_caps.algorithms.registry import (
-    AXIS_DEFAULTS,
-    COST_LIMIT_AXIS,
     SETTING_ALIASES,
+    AlgorithmEntry,
     build_config,
     canonical_settings,
+    declared,
     get_algorithm,
 )
-from rllib_caps.core.keys import GRADIENT_STEPS, RESULTS_KEY
+from rllib_caps.algorithms.surface import COST_LIMIT_AXIS
+from rllib_caps.core.keys import GRADIENT_STEPS
 from rllib_caps.data.schema import DATA_DIR
 from rllib_caps.envs import TaskSpec, get_task
-from rllib_caps.report.records import CRITIC_RESULTS, MEMBERS, axis_part, trial_members, trial_params, trial_seed
 from rllib_caps.sweeps.options import SweepError
+from rllib_caps.sweeps.trial_schema import (
+    EVALUATED,
+    MEMBERS,
+    trial_params,
+    trial_seed,
+)
 
 logger = logging.getLogger("rllib_caps.tune")
 
@@ -42,15 +47,29 @@ METRIC_KEYS = ("normalized_reward", "normalized_cost", "safe", "objective")
 INFEASIBLE_FLOOR = -1000.0  # objective of a config with normalised cost > 1, minus its violation
 
 
+def scope_axis(key: str) -> tuple[str, Any] | None:
+    """(axis name, value) where ``key`` is a per-value override scope of a declared axis (``K4``: CAPS's K = 4),
+    else None."""
+    for axis in declared("axes").values():
+        value = axis.scope_value(key)
+        if value is not None:
+            return axis.name, value
+    return None
+
+
 def trial_settings(training: Mapping[str, Any], overrides: Mapping[str, Any], task: TaskSpec,
-                   heads: int | None) -> dict[str, Any]:
-    """``training``, then ``overrides[suite]``, then ``overrides[task]``; inside each, ``K<heads>`` wins."""
+                   axes: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``training``, then ``overrides[suite]``, then ``overrides[task]``; inside each, the scopes of the trial's axis
+    values (``axes``, by name; ``K4`` for K = 4) win."""
     settings = dict(training)
     for scope in (task.suite, task.name):
         scoped = dict(overrides.get(scope) or {})
-        per_k = {k: scoped.pop(k) for k in list(scoped) if k.startswith("K") and k[1:].isdigit()}
+        per_value = {k: scoped.pop(k) for k in list(scoped) if scope_axis(k) is not None}
         settings.update(scoped)
-        settings.update(per_k.get(f"K{heads}") or {})
+        for key, values in per_value.items():
+            name, value = scope_axis(key)
+            if (axes or {}).get(name) == value:
+                settings.update(values or {})
     return settings
 
 
@@ -93,12 +112,13 @@ def missing_datasets_message(data_root: str | Path, missing: Sequence[TaskSpec])
             "to this command; or collect a task's data from its simulator with `python -m data_conversion.collect`.")
 
 
-def axis_settings(axes: Sequence[str], trial: Mapping[str, Any]) -> dict[str, Any]:
-    """The training settings of a trial's axis values: each as is, but ``actor`` ("shared"/"separate") as
-    ``shared_actor``."""
-    settings = {axis: trial[axis] for axis in axes if axis in trial and axis != "actor"}
-    if "actor" in axes and "actor" in trial:
-        settings["shared_actor"] = trial["actor"] == "shared"
+def axis_settings(entry: AlgorithmEntry, trial: Mapping[str, Any]) -> dict[str, Any]:
+    """The training settings of a trial's values of its entry's trained axes (``SweepAxis.config_settings``)."""
+    settings: dict[str, Any] = {}
+    for axis in entry.trained_axes:
+        value = axis.read(trial)
+        if value is not None:
+            settings.update(axis.config_settings(value))
     return settings
 
 
@@ -109,10 +129,10 @@ def trial_config(trial: Mapping[str, Any]) -> Any:
     setup = trial["setup"]
     task = get_task(trial["task"])
     entry = get_algorithm(trial["algo"])
-    settings = settings_for(entry.name, trial_settings(setup["training"], setup["overrides"], task,
-                                                       trial.get("heads")))
+    values = {axis.name: axis.read(trial) for axis in entry.trained_axes if axis.read(trial) is not None}
+    settings = settings_for(entry.name, trial_settings(setup["training"], setup["overrides"], task, values))
     settings.update({k: v for k, v in (trial.get("search") or {}).items() if k in entry.searchable})
-    settings.update(axis_settings(entry.axes, trial))
+    settings.update(axis_settings(entry, trial))
     res = setup["resources"]
     runners = int(canonical_settings(settings).get("evaluation_num_env_runners") or 0)
     config = build_config(entry.name, task.name, dataset_dir(setup["data_root"], task),
@@ -154,134 +174,23 @@ def members_summary(results: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     return summary
 
 
-def _define_trial_class() -> type:
-    """``SweepTrial``: the Tune trainable of every algorithm. It builds the trial's algorithm (whose class the
-    registry's config names) and delegates to it: ``train()`` per step, ending after the evaluation of the last
-    iteration; checkpoints are the algorithm's own (``save_to_path``). Its resources are the algorithm's
-    placement group, so the algorithm's learners and EnvRunners land in the trial's bundles. Tune reuses a
-    finished trial's actor for the next trial that asks for the same resources (``reset_config`` stops one
-    algorithm and builds the next), so a trial does not pay a new process and its imports. Defined on first
-    use so importing this module does not import Ray."""
-    from ray.rllib.utils.metrics import EVALUATION_RESULTS
-    from ray.tune import Trainable
-    from ray.tune.result import DONE
-
-    from rllib_caps.sweeps.population_run import PopulationRun
-
-    class SweepTrial(Trainable):
-        @classmethod
-        def default_resource_request(cls, config: dict[str, Any]):
-            """The algorithm's placement group; a packed trial's members share its main bundle and each brings
-            its evaluation EnvRunners' bundles."""
-            from ray.tune import PlacementGroupFactory
-
-            members = trial_members(config)
-            built = trial_config(members[0][1])
-            request = built.algo_class.default_resource_request(built.to_dict())
-            bundles = request.bundles
-            return PlacementGroupFactory([bundles[0], *bundles[1:] * len(members)], strategy=request.strategy)
-
-        def setup(self, config: dict[str, Any]) -> None:
-            self._build(config)
-
-        def reset_config(self, new_config: dict[str, Any]) -> bool:
-            """The next trial in this actor: the finished trial's algorithms stop and the new ones are built (which
-            seeds Python, NumPy and torch afresh from their configs, as in a new process)."""
-            self._stop()
-            self._build(new_config)
-            return True
-
-        def _build(self, config: dict[str, Any]) -> None:
-            members = trial_members(config)
-            configs = [trial_config(params) for _, params in members]
-            self._names = [name for name, _ in members]
-            self._iterations = configs[0].num_iterations
-            # FQE critic variants (--critics) are evaluations of a trained policy that switches with critics.
-            setup = config.get("setup") or {}
-            self._entry = get_algorithm(trial_params(config)["algo"])
-            self._critics = (setup.get("critics") or ["offline"]) if self._entry.extension.variants else ["offline"]
-            self._fqe_steps = setup.get("fqe_steps")
-            self.algorithms = [built.build_algo() for built in configs]
-            self.population = None if self._names == [None] else PopulationRun(self.algorithms, self._names)
-
-        def step(self) -> dict[str, Any]:
-            iteration = self.iteration + 1
-            done = iteration >= self._iterations
-            results = (self.population.train(iteration) if self.population else
-                       [self.algorithms[0].train()])
-            results = [self._member_result(algorithm, result, iteration, done)
-                       for algorithm, result in zip(self.algorithms, results, strict=True)]
-            if self.population is None:
-                return {**results[0], DONE: done}
-            return {**members_summary(results), MEMBERS: dict(zip(self._names, results, strict=True)), DONE: done}
-
-        def _member_result(self, algorithm: Any, result: dict[str, Any], iteration: int, done: bool
-                           ) -> dict[str, Any]:
-            """One trained algorithm's result with the sweep's metrics (and after training, its critic variants)."""
-            metrics = sweep_metrics(result.get(EVALUATION_RESULTS, {}).get(RESULTS_KEY) if done else None)
-            metrics[GRADIENT_STEPS] = iteration * algorithm.config.updates_per_iteration
-            if done and self._critics != ["offline"]:
-                metrics[CRITIC_RESULTS] = self._entry.extension.evaluate_variants(
-                    algorithm, self._critics, {"fqe_steps": self._fqe_steps})
-            return {**metrics, **result}
-
-        def save_checkpoint(self, checkpoint_dir: str) -> None:
-            if self.population:
-                self.population.save(checkpoint_dir)
-            else:
-                self.algorithms[0].save_to_path(checkpoint_dir)
-
-        def load_checkpoint(self, checkpoint: str) -> None:
-            if self.population:
-                self.population.restore(checkpoint)
-            else:
-                self.algorithms[0].restore_from_path(checkpoint)
-
-        def cleanup(self) -> None:
-            self._stop()
-
-        def _stop(self) -> None:
-            if self.population:
-                self.population.stop()
-            else:
-                self.algorithms[0].stop()
-
-    SweepTrial.__module__, SweepTrial.__qualname__ = __name__, "SweepTrial"  # its Ray actor name, and for pickle
-    return SweepTrial
-
-
-def _define_trial_logger() -> type:
-    from ray.tune import Callback
-
-    class TrialLogger(Callback):
-        """Tune callback: one log line per finished trial with its normalised reward and cost."""
-
-        def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-            r = trial.last_result
-            logger.info("finished %s: normalised reward %.3f, cost %.3f (%s)", describe_trial(trial.config),
-                        r.get("normalized_reward", math.nan), r.get("normalized_cost", math.nan),
-                        "safe" if r.get("safe") == 1 else "UNSAFE")
-
-        def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-            logger.error("trial %s failed; see %s", describe_trial(trial.config), trial.path)
-
-    TrialLogger.__module__ = __name__
-    return TrialLogger
+def evaluated_values(entry: AlgorithmEntry, setup: Mapping[str, Any]) -> list[Any]:
+    """The values of the entry's evaluated axis that a trained trial is evaluated at besides the trained one (its
+    reference): none where the sweep asks only for that (or the entry has no such axis)."""
+    axis = entry.evaluated_axis
+    if axis is None:
+        return []
+    values = list((setup.get(EVALUATED) or {}).get(axis.name) or [])
+    return [] if values in ([], [axis.reference]) else values
 
 
 def axis_parts(params: Mapping[str, Any], leave_out: Collection[str] = ()) -> list[str]:
-    """``["K2"]``, ``["kappa10"]``, ``["K2", "sacbc", "separate"]``: the trial's axis values of its algorithm, for
-    names and logs; ablation axes at their default (``AXIS_DEFAULTS``) and the axes in ``leave_out`` are left out."""
-    parts = []
-    for axis in get_algorithm(params["algo"]).axes:
-        if axis in leave_out:
-            continue
-        value = params.get(axis, AXIS_DEFAULTS.get(axis))
-        if axis in AXIS_DEFAULTS:
-            parts += [] if value == AXIS_DEFAULTS[axis] else [str(value)]
-        else:
-            parts.append(axis_part(axis, value))
-    return parts
+    """``["K2"]``, ``["kappa10"]``, ``["K2", "sacbc", "separate"]``: the trial's trained axis values of its
+    algorithm, for names and logs; values at their default that names leave out (``SweepAxis.named``) and the axes
+    in ``leave_out`` are left out."""
+    values = get_algorithm(params["algo"]).axis_values(params)
+    return [axis.part(values[axis.name]) for axis in get_algorithm(params["algo"]).trained_axes
+            if axis.name not in leave_out and axis.named(values[axis.name])]
 
 
 def _identity(config: Mapping[str, Any], seed: str) -> list[str]:
@@ -303,26 +212,3 @@ def trial_name(config: Mapping[str, Any], trial_id: str) -> str:
     """``caps_BallCircle_K2_seed0_<id>``, ``bc-safe_BallCircle_kappa10_seed0_<id>``,
     ``bc-safe_BallCircle_population9_<id>``."""
     return "_".join([*_identity(config, "seed{}"), trial_id])
-
-
-def trial_class() -> type:
-    """The (cached) Tune trainable of every algorithm, ``SweepTrial``."""
-    if "SweepTrial" not in globals():
-        globals()["SweepTrial"] = _define_trial_class()
-    return globals()["SweepTrial"]
-
-
-def trial_logger() -> Any:
-    if "TrialLogger" not in globals():
-        globals()["TrialLogger"] = _define_trial_logger()
-    return globals()["TrialLogger"]()
-
-
-def __getattr__(name: str) -> Any:
-    """Lazy module attributes: pickle finds ``rllib_caps.sweeps.trials.SweepTrial`` through this in Ray workers."""
-    if name == "SweepTrial":
-        return trial_class()
-    if name == "TrialLogger":
-        trial_logger()
-        return globals()[name]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -28,8 +28,6 @@ HEAD_COUNTS = "head_counts"  # an episode's steps per head (``episode_metrics``)
 
 
 class CAPSExtension(AlgorithmExtension):
-    variants = CRITICS
-
     def evaluate_variants(self, algorithm: Any, variants: Sequence[str], settings: Mapping[str, Any]
                           ) -> dict[str, dict[str, Any]]:
         """The trained policy evaluated Ray-free with every critic variant on the same episodes (FQE fitted once
