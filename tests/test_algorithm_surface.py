@@ -13,11 +13,12 @@ PACKAGE = Path(__file__).resolve().parents[1] / "rllib_caps"
 SURFACE_NAMES = {"heads", "num_heads", "num_policy_heads", "backbone", "backbones", "actor", "actors", "critic",
                  "critics", "fqe_steps"}
 KEY_METHODS = {"get", "pop", "setdefault"}
-# Known exceptions, each (module, what) exactly, with why: modules outside this part A.
+# Known exceptions, each (module, what) exactly, with why.
 KNOWN = {
     # The standalone ONNX Runtime of CAPS's exported policy imports no rllib_caps (it cannot read the registry).
     ("rllib_caps/onnx_runtime.py", "key 'num_heads' (subscript)"),
-    # bench: the benchmark of CAPS's learner step (K, backbone) against its plain-PyTorch loop.
+    # bench: the benchmark of CAPS's learner step against its plain-PyTorch loop (the only reference loop), as a
+    # matrix over K and hidden sizes; it would read the entry's declarations once a second algorithm has a loop.
     ("rllib_caps/bench.py", "flag --heads"), ("rllib_caps/bench.py", "flag --backbone"),
     ("rllib_caps/bench.py", "key 'heads' (dict)"), ("rllib_caps/bench.py", "key 'heads' (subscript)"),
     ("rllib_caps/bench.py", "key 'backbone' (dict)"),
