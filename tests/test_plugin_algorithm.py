@@ -1,4 +1,5 @@
-"""An algorithm plugs in as its own folder plus one registry entry (docs/architecture.md, "An algorithm is a folder and an entry").
+"""An algorithm plugs in as its own folder plus one registry entry (docs/architecture.md, "An algorithm is a folder
+and an entry").
 
 A toy algorithm, behaviour cloning with an L1 loss, its own deployable policy, its own sweep axis (the hidden layers'
 width, ``--widths``) and its own Optuna search space (its actor's learning rate), is written into
