@@ -64,10 +64,9 @@ def trial_settings(training: Mapping[str, Any], overrides: Mapping[str, Any], ta
     settings = dict(training)
     for scope in (task.suite, task.name):
         scoped = dict(overrides.get(scope) or {})
-        per_value = {k: scoped.pop(k) for k in list(scoped) if scope_axis(k) is not None}
+        per_value = {key: (named, scoped.pop(key)) for key in list(scoped) if (named := scope_axis(key)) is not None}
         settings.update(scoped)
-        for key, values in per_value.items():
-            name, value = scope_axis(key)
+        for (name, value), values in per_value.values():
             if (axes or {}).get(name) == value:
                 settings.update(values or {})
     return settings
@@ -112,13 +111,13 @@ def missing_datasets_message(data_root: str | Path, missing: Sequence[TaskSpec])
             "to this command; or collect a task's data from its simulator with `python -m data_conversion.collect`.")
 
 
-def axis_settings(entry: AlgorithmEntry, trial: Mapping[str, Any]) -> dict[str, Any]:
-    """The training settings of a trial's values of its entry's trained axes (``SweepAxis.config_settings``)."""
+def axis_settings(entry: AlgorithmEntry, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The training settings of a trial's values of its entry's trained axes, by axis name
+    (``SweepAxis.config_settings``)."""
     settings: dict[str, Any] = {}
     for axis in entry.trained_axes:
-        value = axis.read(trial)
-        if value is not None:
-            settings.update(axis.config_settings(value))
+        if axis.name in values:
+            settings.update(axis.config_settings(values[axis.name]))
     return settings
 
 
@@ -129,10 +128,10 @@ def trial_config(trial: Mapping[str, Any]) -> Any:
     setup = trial["setup"]
     task = get_task(trial["task"])
     entry = get_algorithm(trial["algo"])
-    values = {axis.name: axis.read(trial) for axis in entry.trained_axes if axis.read(trial) is not None}
+    values = {axis.name: value for axis in entry.trained_axes if (value := axis.read(trial)) is not None}
     settings = settings_for(entry.name, trial_settings(setup["training"], setup["overrides"], task, values))
     settings.update({k: v for k, v in (trial.get("search") or {}).items() if k in entry.searchable})
-    settings.update(axis_settings(entry, trial))
+    settings.update(axis_settings(entry, values))
     res = setup["resources"]
     runners = int(canonical_settings(settings).get("evaluation_num_env_runners") or 0)
     config = build_config(entry.name, task.name, dataset_dir(setup["data_root"], task),
