@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from rllib_caps.envs.compat.dsrl import load_infos
 
@@ -26,28 +29,56 @@ SUITE_THRESHOLDS: dict[str, tuple[int, int, int]] = {
 }
 
 
+# The suite of a task declared by a user (``register_task``, ``--task-file``) rather than taken from DSRL.
+CUSTOM_SUITE = "custom"
+
+# Where a task's reward and cost ranges come from: DSRL's table, the user's declaration, or the dataset's episode
+# returns (as DSRL derives its own); None: not known yet, so no score may be called normalised.
+RANGE_SOURCES: tuple[str, ...] = ("dsrl", "declared", "dataset")
+
+
 @dataclass(frozen=True)
 class TaskSpec:
-    """One DSRL task and the simulator that runs it."""
+    """One task: its environment, episode length, cost thresholds and normalisation ranges.
 
-    id: str  # DSRL id, e.g. "OfflineBallCircle-v0"
+    The 38 DSRL tasks are 38 specs (``TASKS``); a user declares more with ``register_task`` or a YAML task file
+    (``load_task_file``). A DSRL task's env is its suite's simulator; a custom task's env is ``entry_point``
+    (``"module:callable"``) or, without one, the gymnasium id ``env_id``, created with ``env_kwargs``.
+    """
+
+    id: str  # DSRL id, e.g. "OfflineBallCircle-v0"; a custom task's own id (its name by default)
     name: str  # short name, e.g. "BallCircle", "PointGoal1", "easysparse"
-    suite: str  # one of SUITES
-    env_id: str  # simulator id, e.g. "SafetyBallCircle-v0"
+    suite: str  # one of SUITES, or CUSTOM_SUITE
+    env_id: str  # simulator or gymnasium id, e.g. "SafetyBallCircle-v0"
     obs_dim: int
     act_dim: int
     action_low: tuple[float, ...]  # simulator action bounds
     action_high: tuple[float, ...]
     max_episode_steps: int
-    thresholds: tuple[int, int, int]
-    max_reward: float
-    min_reward: float
-    max_cost: float
-    min_cost: float
+    thresholds: tuple[float, ...]
+    max_reward: float | None
+    min_reward: float | None
+    max_cost: float | None
+    min_cost: float | None
+    range_source: str | None = "dsrl"  # one of RANGE_SOURCES; None while the ranges are unknown
+    entry_point: str | None = None  # "module:callable" making a custom task's env; None: gymnasium.make(env_id)
+    env_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def has_reward_range(self) -> bool:
+        """Whether scores of this task may be called normalised: its reward range is known and recorded."""
+        return self.range_source is not None and self.min_reward is not None and self.max_reward is not None
 
     def to_dict(self) -> dict:
         """All fields as JSON-friendly values (tuples become lists)."""
         return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, fields: Mapping[str, Any]) -> TaskSpec:
+        """The spec that ``to_dict`` wrote (lists become tuples again)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: tuple(v) if isinstance(v, list) and k != "env_kwargs" else v
+                      for k, v in fields.items() if k in names})
 
 
 # (suite, short name) -> (obs_dim, act_dim); every simulator action space here is the box [-1, 1]^act_dim.
@@ -170,3 +201,19 @@ def select_tasks(selection: str) -> list[TaskSpec]:
         for spec in matches:
             chosen.setdefault(spec.name, spec)
     return list(chosen.values())
+
+
+def register_task(spec: TaskSpec) -> TaskSpec:
+    """Adds a custom task to the registry, so that every CLI and ``get_task`` finds it by name or id.
+
+    Refuses a spec whose name or id is a DSRL task's, or another registered task's with other fields.
+    """
+    raise NotImplementedError  # contract: implemented in the TaskSpec branch
+
+
+def load_task_file(path: str | Path) -> list[TaskSpec]:
+    """Reads a YAML task file (``--task-file``; format in README "Bring your own data") and registers its tasks.
+
+    Errors name the file and the key at fault.
+    """
+    raise NotImplementedError  # contract: implemented in the TaskSpec branch
