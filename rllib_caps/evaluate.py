@@ -181,7 +181,7 @@ def _evaluate_and_write(args: argparse.Namespace, policy: Any, task: TaskSpec, e
             output, tables = results, [format_results_table(results, title=task.name)]
         else:
             output, tables = evaluation.output, evaluation.tables
-    payload = json.dumps(output, indent=2)
+    payload = json.dumps(labelled_results(output, task), indent=2)  # how its rewards are scored, for every algorithm
     if args.out:
         tmps["--out"].write_text(payload + "\n")
     return payload if args.json else "\n\n".join(tables)

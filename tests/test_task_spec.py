@@ -64,7 +64,8 @@ tasks:
     assert line_a.suite == CUSTOM_SUITE and line_a.env_kwargs == {"wall": 0.5} and line_a.thresholds == (2.0, 5.0)
     assert line_a.range_source is None and not line_a.has_reward_range
     assert (line_b.action_low, line_b.action_high) == ((-0.5,), (0.5,))
-    assert line_b.range_source == "declared" and line_b.has_reward_range and (line_b.min_cost, line_b.max_cost) == (0, 10)
+    assert line_b.range_source == "declared" and line_b.has_reward_range
+    assert (line_b.min_cost, line_b.max_cost) == (0, 10)
     assert get_task("lineb-V3") is line_b and get_task("LINEA") is line_a
     assert [t.name for t in select_tasks("custom")] == ["LineA", "LineB"]
     assert {"LineA", "BallCircle"} <= {t.name for t in select_tasks("all")}

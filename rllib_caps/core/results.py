@@ -57,7 +57,7 @@ def format_results_table(results: dict[str, Any], title: str = "") -> str:
                      f"{'raw' if raw else format(r['normalized_reward'], '.3f')} | {r['normalized_cost']:.3f} | "
                      f"{'yes' if r['safe'] else 'NO'} |" + "".join(f" {_cell(r.get(extra))} |" for extra in extras))
     mean = results["mean"]
-    mean_reward = f"{mean['reward']:.2f} | | raw" if raw else f" | | {mean['normalized_reward']:.3f}"
+    mean_reward = f"{mean['reward']:.2f} | | raw" if raw else f"| | {mean['normalized_reward']:.3f}"
     lines.append(f"| mean | | {mean_reward} | {mean['normalized_cost']:.3f} | "
                  f"{'yes' if mean['safe'] else 'NO'} |" + " |" * len(extras))
     return "\n".join(lines)
