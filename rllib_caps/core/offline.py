@@ -148,7 +148,8 @@ class OfflineSafeConfig(ConfigHooks, AlgorithmConfig):
     def environment(self, env: Any = NotProvided, **kwargs: Any) -> OfflineSafeConfig:
         """RLlib's ``environment``; ``env`` may also be a ``TaskSpec``, or the name of a task declared in this
         process: a declared task's spec is then carried in the config (``task_spec``) and ``env`` is its name."""
-        if env is not NotProvided:
+        carried = self.task_spec is not None and env == self.task_spec["name"]  # set again where it is not declared
+        if env is not NotProvided and not carried:
             spec = env if isinstance(env, TaskSpec) else get_task(env) if isinstance(env, str) and is_task_name(env) \
                 else None
             self.task_spec = spec.to_dict() if spec is not None and spec.suite == CUSTOM_SUITE else None
