@@ -289,7 +289,7 @@ def _positive(text: str) -> int:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    from rllib_caps.envs.tasks import add_task_file_argument
+    from rllib_caps.task_file_flag import add_task_file_argument
 
     parser = argparse.ArgumentParser(
         prog="python -m data_conversion.collect",

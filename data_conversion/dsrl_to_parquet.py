@@ -404,7 +404,7 @@ def conversion_warnings(task: TaskSpec, metadata: dict) -> list[str]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from rllib_caps.envs.tasks import add_task_file_argument
+    from rllib_caps.task_file_flag import add_task_file_argument
 
     parser = argparse.ArgumentParser(
         prog="python -m data_conversion.dsrl_to_parquet",

@@ -78,7 +78,7 @@ class EvaluateParser(argparse.ArgumentParser):
 
 
 def build_parser() -> EvaluateParser:
-    from rllib_caps.envs.tasks import add_task_file_argument
+    from rllib_caps.task_file_flag import add_task_file_argument
 
     p = EvaluateParser(
         prog="python -m rllib_caps.evaluate",

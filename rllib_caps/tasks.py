@@ -39,7 +39,8 @@ def _range(low: float | None, high: float | None) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Print the task registry as a table or as JSON."""
-    from rllib_caps.envs.tasks import CUSTOM_SUITE, add_task_file_argument
+    from rllib_caps.envs.tasks import CUSTOM_SUITE
+    from rllib_caps.task_file_flag import add_task_file_argument
 
     parser = argparse.ArgumentParser(
         prog="python -m rllib_caps.tasks",

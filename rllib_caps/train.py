@@ -80,7 +80,7 @@ def flag_names() -> set[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from rllib_caps.envs.tasks import add_task_file_argument
+    from rllib_caps.task_file_flag import add_task_file_argument
 
     p = argparse.ArgumentParser(
         prog="python -m rllib_caps.train",

@@ -98,7 +98,7 @@ def add_entry_options(parser: argparse.ArgumentParser) -> None:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    from rllib_caps.envs.tasks import add_task_file_argument
+    from rllib_caps.task_file_flag import add_task_file_argument
 
     p = argparse.ArgumentParser(
         prog="python -m rllib_caps.tune",

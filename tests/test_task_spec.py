@@ -14,13 +14,13 @@ from rllib_caps.envs import make_env, tasks
 from rllib_caps.envs.tasks import (
     CUSTOM_SUITE,
     TaskSpec,
-    add_task_file_argument,
     get_task,
     load_task_file,
     register_task,
     select_tasks,
     with_dataset_ranges,
 )
+from rllib_caps.task_file_flag import add_task_file_argument
 
 LINE_WORLD = "tests.custom_env:LineWorld"
 

@@ -9,7 +9,6 @@ literal table that ``tests/test_envs.py`` checks against the real simulators.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import difflib
 from collections.abc import Mapping
@@ -409,22 +408,3 @@ def _numbers(entry: Mapping[str, Any], key: str, length: int | None = None) -> t
         raise _EntryKeyError(key, f"expected {size}, got {value!r}")
     return tuple(float(v) for v in value)
 
-
-class _LoadTaskFile(argparse.Action):
-    """``--task-file PATH``: reads and registers the file's tasks as the flag is parsed (so ``--task`` and
-    ``--tasks`` find them); a bad file is a usage error naming the file and key. Repeatable; the paths are kept."""
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, value: Any,
-                 option_string: str | None = None) -> None:
-        try:
-            load_task_file(value)
-        except ValueError as err:
-            parser.error(f"{option_string}: {err}")
-        setattr(namespace, self.dest, [*(getattr(namespace, self.dest) or []), value])
-
-
-def add_task_file_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    """Adds ``--task-file PATH`` (repeatable): tasks declared in a YAML file (docs/custom_tasks.md), found by name
-    like DSRL's. Every CLI that takes a task has it."""
-    parser.add_argument("--task-file", action=_LoadTaskFile, metavar="PATH",
-                        help="YAML file declaring tasks of your own (docs/custom_tasks.md); repeat for several files")
