@@ -89,6 +89,8 @@ tasks:
      "tasks[0].reward_range", "2 numbers"),
     ("name: X\n    entry_point: no_such_module:f\n    max_episode_steps: 5\n    thresholds: [1]",
      "tasks[0]", "cannot import 'no_such_module'"),
+    (f"name: X\n    entry_point: {LINE_WORLD}\n    env_kwargs: {{colour: 1}}\n    max_episode_steps: 5\n"
+     "    thresholds: [1]", "tasks[0]", "unexpected keyword argument 'colour'"),
     (f"name: BallCircle\n    entry_point: {LINE_WORLD}\n    max_episode_steps: 5\n    thresholds: [1]",
      "BallCircle", "is the DSRL task BallCircle"),
 ])

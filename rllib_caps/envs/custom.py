@@ -35,7 +35,10 @@ def construct_env(entry_point: str | None, env_id: str, env_kwargs: Mapping[str,
     time limit of the gymnasium registration (the task's ``max_episode_steps`` is the one applied)."""
     settings = {**dict(env_kwargs), **kwargs}
     if entry_point is not None:
-        env = load_entry_point(entry_point)(**settings)
+        try:
+            env = load_entry_point(entry_point)(**settings)
+        except TypeError as err:  # env_kwargs that the callable does not take
+            raise ValueError(f"entry_point {entry_point!r} with env_kwargs {settings}: {err}") from err
         if not isinstance(env, gymnasium.Env):
             raise ValueError(f"entry_point {entry_point!r} returned a {type(env).__name__}, not a gymnasium.Env")
         return env

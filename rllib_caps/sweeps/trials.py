@@ -144,6 +144,9 @@ def trial_config(trial: Mapping[str, Any]) -> Any:
     setup = trial["setup"]
     declared = trial_task(trial["task"], setup)
     task = task_for_dataset(declared, dataset_dir(setup["data_root"], declared))  # a range derived where none is known
+    if not task.has_reward_range:  # a sweep ranks normalised scores
+        raise SweepError(f"task {task.name}: no reward range, declared or in its dataset's metadata.json (converted "
+                         "without one?); give it a reward_range in its task file, or convert its dataset again")
     entry = get_algorithm(trial["algo"])
     values = {axis.name: value for axis in entry.trained_axes if (value := axis.read(trial)) is not None}
     settings = settings_for(entry.name, trial_settings(setup["training"], setup["overrides"], task, values))
