@@ -177,8 +177,8 @@ def _evaluate_and_write(args: argparse.Namespace, policy: Any, task: TaskSpec, e
         evaluation = extension.evaluate(policy, task, args, thresholds=thresholds, seed=seed, prepared=prepared,
                                         files=tmps)
         if evaluation is None:
-            results = labelled_results(evaluate_policy(policy, task, thresholds, args.episodes, seed=seed), task)
-            output, tables = results, [format_results_table(results, title=task.name)]
+            output = evaluate_policy(policy, task, thresholds, args.episodes, seed=seed)
+            tables = [format_results_table(labelled_results(output, task), title=task.name)]
         else:
             output, tables = evaluation.output, evaluation.tables
     payload = json.dumps(labelled_results(output, task), indent=2)  # how its rewards are scored, for every algorithm
