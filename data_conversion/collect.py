@@ -289,13 +289,16 @@ def _positive(text: str) -> int:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    from rllib_caps.task_file_flag import add_task_file_argument
+
     parser = argparse.ArgumentParser(
         prog="python -m data_conversion.collect",
         description="Build a DSRL-format HDF5 dataset from a task's simulator: RLlib PPO behaviour policies "
         "trained at several cost penalties, snapshotted, rolled out with noise, then grid-filtered.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    parser.add_argument("--task", default="BallCircle", help="task short name or DSRL id")
+    parser.add_argument("--task", default="BallCircle", help="task short name or DSRL id, or a --task-file's")
+    add_task_file_argument(parser)
     parser.add_argument("--out", type=Path, required=True, help="output FILE.hdf5")
     parser.add_argument(
         "--penalties",

@@ -49,7 +49,7 @@ from rllib_caps.data.schema import (
 )
 from rllib_caps.data.values import size_problem
 from rllib_caps.envs.compat.dsrl import load_infos
-from rllib_caps.envs.tasks import TaskSpec, get_task
+from rllib_caps.envs.tasks import CUSTOM_SUITE, TaskSpec, get_task, with_dataset_ranges
 from rllib_caps.utils.atomic import OutputExistsError, OutputNotWritableError, atomic_directory
 from rllib_caps.utils.checks import check_apart, check_output
 from rllib_caps.utils.checksum import file_sha256
@@ -278,7 +278,7 @@ def _metadata(
     ends = selection.terminateds | selection.truncateds
     starts = np.flatnonzero(np.r_[True, ends[:-1]])
     lengths = np.diff(np.r_[starts, len(ends)])
-    return {
+    metadata = {
         "tool": "data_conversion.dsrl_to_parquet",
         "tool_version": TOOL_VERSION,
         "task": task.name,
@@ -304,6 +304,16 @@ def _metadata(
         "episodes_longer_than_max_steps": int((lengths > task.max_episode_steps).sum()),
         "dsrl_filter": dataclasses.asdict(dsrl_filter) if dsrl_filter else None,
     }
+    return metadata | declared_task_record(task, metadata)
+
+
+def declared_task_record(task: TaskSpec, metadata: dict) -> dict:
+    """For a declared task, its spec as the dataset records it (``task_spec``), with the reward and cost ranges of
+    the dataset's episode returns where it declares none (``range_source: dataset``); nothing for a DSRL task."""
+    if task.suite != CUSTOM_SUITE:
+        return {}
+    spec = with_dataset_ranges(task, metadata["episode_reward_return"], metadata["episode_cost_return"])
+    return {"task_spec": spec.to_dict()}
 
 
 def _task_spec(task: str | TaskSpec) -> TaskSpec:
@@ -335,6 +345,8 @@ def convert(
     they are errors.
     """
     spec = _task_spec(task)
+    if h5_path is None and spec.suite == CUSTOM_SUITE:
+        raise ConversionError(f"--h5 is required for the declared task {spec.name}: DSRL has no file of it")
     out_dir = Path(out_dir)
     low, high = np.asarray(spec.action_low, np.float64), np.asarray(spec.action_high, np.float64)
     if not (np.isfinite(low).all() and np.isfinite(high).all() and (high > low).all()):
@@ -392,12 +404,15 @@ def conversion_warnings(task: TaskSpec, metadata: dict) -> list[str]:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from rllib_caps.task_file_flag import add_task_file_argument
+
     parser = argparse.ArgumentParser(
         prog="python -m data_conversion.dsrl_to_parquet",
         description=__doc__.split("\n\n")[0],
         epilog="Errors (bad file, existing output, failed download) print one line and exit with code 2.",
     )
-    parser.add_argument("--task", required=True, help="task short name or DSRL id, e.g. BallCircle")
+    parser.add_argument("--task", required=True, help="task short name or DSRL id, e.g. BallCircle, or a --task-file's")
+    add_task_file_argument(parser)
     parser.add_argument(
         "--h5", type=Path, metavar="PATH", help="local DSRL HDF5 file; without it dsrl downloads into $DSRL_DATASET_DIR"
     )

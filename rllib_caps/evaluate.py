@@ -23,7 +23,7 @@ from rllib_caps.algorithms.registry import ALGORITHMS
 from rllib_caps.core.extension import AlgorithmExtension
 from rllib_caps.core.results import format_results_table
 from rllib_caps.data import DatasetError
-from rllib_caps.envs import TaskSpec, get_task
+from rllib_caps.envs import TaskSpec
 from rllib_caps.interrupts import interruptible
 from rllib_caps.utils.atomic import OutputExistsError, OutputNotWritableError, atomic_files
 from rllib_caps.utils.checks import check_distinct, check_output, seed_type
@@ -78,6 +78,8 @@ class EvaluateParser(argparse.ArgumentParser):
 
 
 def build_parser() -> EvaluateParser:
+    from rllib_caps.task_file_flag import add_task_file_argument
+
     p = EvaluateParser(
         prog="python -m rllib_caps.evaluate",
         description="Roll out a trained policy that takes κ at deployment (e.g. CAPS, CDT) on the real simulator at "
@@ -86,6 +88,7 @@ def build_parser() -> EvaluateParser:
     )
     p.add_argument("--checkpoint", required=True, help="checkpoint directory written by rllib_caps.train")
     p.add_argument("--task", help="task name (default: the one the checkpoint was trained on)")
+    add_task_file_argument(p)
     p.add_argument("--thresholds", type=float, nargs="+", help="cost thresholds κ (default: the task's three)")
     p.add_argument("--episodes", type=int, default=20, help="episodes per threshold (default 20)")
     p.add_argument("--seed", type=seed_type, help="seed of the first episode, an integer in [0, 2**32) [1000 × the "
@@ -120,6 +123,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     from rllib_caps.algorithms.registry import load_policy
+    from rllib_caps.core.rollout import policy_task
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -139,9 +143,7 @@ def main(argv: list[str] | None = None) -> int:
                 for flag, path in outputs.items():
                     check_output(path, flag, {"--checkpoint": args.checkpoint}, file=True)
                 policy = load_policy(args.checkpoint, verify=args.verify)
-                if not (args.task or policy.task):
-                    raise ValueError(f"{args.checkpoint}: trained on a custom env; pass --task")
-                task = get_task(args.task or policy.task)
+                task = policy_task(policy, args.task)
                 check_task_fits(policy, task, args.checkpoint, allow_mismatch=args.allow_task_mismatch)
                 extension = policy_extension(policy)
                 for flag in parser.foreign_flags(args, extension):
@@ -165,6 +167,7 @@ def _evaluate_and_write(args: argparse.Namespace, policy: Any, task: TaskSpec, e
                         prepared: Any, tmps: dict[str, Path]) -> str:
     """Evaluates ``policy`` (as its algorithm's extension does, else by the plain rollout), writes the JSON (and what
     the extension writes) into their temporary files (``tmps``: flag -> path) and returns what to print."""
+    from rllib_caps.core.results import labelled_results
     from rllib_caps.core.rollout import episode_seed, evaluate_policy
 
     thresholds = args.thresholds or [float(k) for k in task.thresholds]
@@ -174,11 +177,11 @@ def _evaluate_and_write(args: argparse.Namespace, policy: Any, task: TaskSpec, e
         evaluation = extension.evaluate(policy, task, args, thresholds=thresholds, seed=seed, prepared=prepared,
                                         files=tmps)
         if evaluation is None:
-            results = evaluate_policy(policy, task, thresholds, args.episodes, seed=seed)
-            output, tables = results, [format_results_table(results, title=task.name)]
+            output = evaluate_policy(policy, task, thresholds, args.episodes, seed=seed)
+            tables = [format_results_table(labelled_results(output, task), title=task.name)]
         else:
             output, tables = evaluation.output, evaluation.tables
-    payload = json.dumps(output, indent=2)
+    payload = json.dumps(labelled_results(output, task), indent=2)  # how its rewards are scored, for every algorithm
     if args.out:
         tmps["--out"].write_text(payload + "\n")
     return payload if args.json else "\n\n".join(tables)

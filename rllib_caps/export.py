@@ -21,6 +21,8 @@ FORMATS = ("onnx",)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    from rllib_caps.task_file_flag import add_task_file_argument
+
     p = argparse.ArgumentParser(
         prog="python -m rllib_caps.export",
         description="Export a trained CAPS checkpoint (either backbone, any K) as one ONNX graph: every head's actor, "
@@ -32,6 +34,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--checkpoint", required=True, help="CAPS checkpoint directory (from rllib_caps.train or a sweep)")
     p.add_argument("--format", required=True, choices=FORMATS, help="export format (onnx)")
+    add_task_file_argument(p)
     p.add_argument("--out", required=True, help="model file to write (atomically), e.g. policy.onnx; the card goes "
                                                 "to the same path with the suffix .md")
     p.add_argument("--force", action="store_true", help="overwrite --out and its card if they exist")

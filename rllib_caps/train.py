@@ -80,6 +80,8 @@ def flag_names() -> set[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from rllib_caps.task_file_flag import add_task_file_argument
+
     p = argparse.ArgumentParser(
         prog="python -m rllib_caps.train",
         description=f"Train an offline safe RL algorithm (default {DEFAULT_ALGORITHM}; or another, e.g. --algo "
@@ -89,7 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--algo", default=DEFAULT_ALGORITHM, choices=list(ALGORITHMS),
                    help=f"algorithm [{DEFAULT_ALGORITHM}]")
-    p.add_argument("--task", required=True, help="task short name or DSRL id, e.g. BallCircle")
+    p.add_argument("--task", required=True, help="task short name or DSRL id, e.g. BallCircle, or a --task-file's")
+    add_task_file_argument(p)
     p.add_argument("--data", required=True, help="converted dataset directory (from data_conversion.dsrl_to_parquet)")
     p.add_argument("--out", required=True, help="checkpoint directory to write (atomically)")
     p.add_argument("--seed", type=seed_type, default=0, help="training seed, an integer in [0, 2**32) (default 0)")
@@ -197,17 +200,20 @@ def main(argv: list[str] | None = None) -> int:
 
 def _checked_input(args: argparse.Namespace) -> tuple[Any, Any]:
     """The task and the validated config of ``args``; raises the error that names what is wrong with them."""
+    from rllib_caps.core.offline import task_for_dataset
+
     check_output(args.out, "--out", {"--data": args.data})
     spec = get_task(args.task)
     check_dataset(args.data, task=spec.name, obs_dim=spec.obs_dim, act_dim=spec.act_dim,
                   allow_task_mismatch=args.allow_task_mismatch, verify=args.verify)
     check_gpus(args.num_gpus)
+    spec = task_for_dataset(spec, args.data)  # a declared task without ranges gets the dataset's (recorded)
     if args.cost_limit is None and trained_per_threshold(get_algorithm(args.algo)):
         raise ValueError(f"--cost-limit is required: {args.algo} is trained for one cost limit κ (the "
                          f"paper trains one per threshold of {spec.name}: {spec.thresholds})")
     if args.eval_episodes is not None and args.eval_episodes < 0:
         raise ValueError(f"--eval-episodes must be >= 0 (0 skips the evaluation), got {args.eval_episodes}")
-    config = build_config(args.algo, spec.name, args.data, seed=args.seed, cost_limit=args.cost_limit,
+    config = build_config(args.algo, spec, args.data, seed=args.seed, cost_limit=args.cost_limit,
                           num_gpus_per_learner=args.num_gpus, steps=args.steps, time_limit=args.time_limit,
                           **entry_settings(args), hidden=args.hidden, batch_size=args.batch_size,
                           updates_per_iteration=args.updates_per_iteration,
@@ -220,13 +226,16 @@ def _checked_input(args: argparse.Namespace) -> tuple[Any, Any]:
 
 def _train_and_save(args: argparse.Namespace, task: str, config: Any, out: Path) -> dict[str, Any] | None:
     """Trains, saves the checkpoint into ``out`` and returns the evaluation results (None without evaluation)."""
+    from rllib_caps.core.results import labelled_results
+
     logger.info("training %s on %s from %s: %d steps, seed %d", args.algo, task, args.data,
                 config.num_gradient_steps, args.seed)
     if config.evaluation_interval is not None:
         logger.info("the last iteration evaluates at thresholds %s, %d episodes each", config.thresholds,
                     config.evaluation_duration)
     algo, result = train(config)
-    evaluation = result["evaluation"][RESULTS_KEY] if config.evaluation_interval is not None else None
+    evaluation = labelled_results(result["evaluation"][RESULTS_KEY], config.task) \
+        if config.evaluation_interval is not None else None
     if evaluation is not None:  # for export's policy card; written first, so the checkpoint's manifest covers it
         (out / EVALUATION_FILE).write_text(json.dumps(evaluation, indent=1) + "\n")
     algo.save_to_path(out)

@@ -98,6 +98,8 @@ def add_entry_options(parser: argparse.ArgumentParser) -> None:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    from rllib_caps.task_file_flag import add_task_file_argument
+
     p = argparse.ArgumentParser(
         prog="python -m rllib_caps.tune",
         description="Train and evaluate CAPS and the baselines on Ray Tune: one trial per algorithm × task × seed × "
@@ -122,6 +124,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help=f"algorithms, from {', '.join(ALGORITHMS)} [{' '.join(d.algos)}]")
     g.add_argument("--tasks", help="'all', a suite (" + ", ".join(SUITES) + ") or a comma list of tasks "
                    f"[{d.tasks}]")
+    add_task_file_argument(g)
     g.add_argument("--seeds", type=seed_type, nargs="+",
                    help=f"training seeds, integers in [0, 2**32) [{' '.join(map(str, d.seeds))}]")
     g.add_argument("--data-root", help=f"directory with one converted dataset per task, ROOT/<Task>/ [{d.data_root}]")

@@ -254,9 +254,10 @@ def canonical_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     return {SETTING_ALIASES.get(k, k): v for k, v in settings.items() if v is not None}
 
 
-def build_config(algo: str, task: str, data: str | Path, *, seed: int = 0, num_learners: int = 0,
+def build_config(algo: str, task: Any, data: str | Path, *, seed: int = 0, num_learners: int = 0,
                  num_gpus_per_learner: float = 0.0, **settings: Any) -> Any:
-    """The algorithm's config for one task and dataset, ready to ``build_algo()``.
+    """The algorithm's config for one task (a name, or a ``TaskSpec``, which a declared task's config carries) and
+    dataset, ready to ``build_algo()``.
 
     ``settings`` are config attributes or their friendly names (``SETTING_ALIASES``); only those given
     (not None) are set, so everything else keeps the config class's default. ``eval_episodes=0`` trains

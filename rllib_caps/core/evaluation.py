@@ -29,7 +29,7 @@ from rllib_caps.core.cost_threshold_api import tell_cost_threshold
 from rllib_caps.core.extension import module_extension
 from rllib_caps.core.keys import RESULTS_KEY
 from rllib_caps.core.results import results_dict
-from rllib_caps.core.scoring import EpisodeOutcome, summarize
+from rllib_caps.core.scoring import EpisodeOutcome, reward_range, summarize
 
 
 def episode_outcomes(episodes: Iterable[Any], module: Any) -> list[EpisodeOutcome]:
@@ -51,11 +51,11 @@ def evaluate_at_thresholds(algorithm: Any, eval_runners: Any) -> tuple[dict, int
 
     Each threshold gets ``evaluation_duration`` episodes, split over the runners. ``sample(num_episodes=…)``
     re-seeds each runner's envs with its fixed seed, so every threshold sees the same start states and
-    results are reproducible. Returns ``{"dsrl": {"thresholds": {"κ": ...}, "mean": ...}}``.
+    results are reproducible. Returns ``{"dsrl": {"thresholds": {"κ": ...}, "mean": ...}}``, the reward normalised
+    only where the task's reward range is known (not for a plain custom env, nor a declared task without one).
     """
     config = algorithm.config
-    task = config.task
-    min_reward, max_reward = (task.min_reward, task.max_reward) if task else (0.0, 1.0)
+    min_reward, max_reward = reward_range(config.task)
     summaries, all_outcomes = [], []
     extension = module_extension(config.get_default_rl_module_spec().module_class)
     bar = tqdm(config.thresholds, desc=f"evaluate {config.env}", unit="κ", disable=None)  # off when not a terminal

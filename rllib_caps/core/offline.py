@@ -36,13 +36,26 @@ from rllib_caps.core.keys import TIME_LIMITS
 from rllib_caps.core.precision import DEFAULT_MATMUL_PRECISION, MATMUL_PRECISIONS
 from rllib_caps.core.ray_internals import ConfigHooks, local_learner
 from rllib_caps.data import parquet_files
+from rllib_caps.data.validation import dataset_metadata
 from rllib_caps.envs import TaskSpec, get_task, register_envs
-from rllib_caps.envs.tasks import is_task_name
+from rllib_caps.envs.tasks import CUSTOM_SUITE, is_task_name, with_dataset_ranges
 from rllib_caps.utils.manifest import verify_manifest, write_manifest
 from rllib_caps.utils.paths import resolve_local
 from rllib_caps.utils.smoke import smoke_test
 
 CAPTURED_STEP_SETTINGS = ("auto", True, False)
+
+
+def task_for_dataset(task: TaskSpec, data: str | Path) -> TaskSpec:
+    """``task`` itself where its reward range is known; else with the ranges derived from the dataset at ``data`` (its
+    ``metadata.json``'s episode returns and costs, as DSRL derives its own; ``range_source="dataset"``); unchanged
+    where the dataset records none (its scores are then raw)."""
+    if task.has_reward_range:
+        return task
+    metadata = dataset_metadata(data) or {}
+    if "episode_reward_return" not in metadata or "episode_cost_return" not in metadata:
+        return task
+    return with_dataset_ranges(task, metadata["episode_reward_return"], metadata["episode_cost_return"])
 
 
 def evaluates_at(iteration: int, config: Any) -> bool:
@@ -87,6 +100,9 @@ class OfflineSafeConfig(ConfigHooks, AlgorithmConfig):
         self.matmul_precision = DEFAULT_MATMUL_PRECISION
         self.evaluation_thresholds: list[float] | None = None
         self.evaluation_every: int | None = None  # gradient steps between evaluations in training; None: the end only
+        # A declared task's spec (``TaskSpec.to_dict``), carried in the config so that Ray workers and checkpoints have
+        # it without the task being declared in their process; None for a DSRL task or a plain custom env.
+        self.task_spec: dict[str, Any] | None = None
         # RLlib settings that differ for offline safe RL.
         self.gamma = 0.99
         self.lr = None
@@ -128,6 +144,19 @@ class OfflineSafeConfig(ConfigHooks, AlgorithmConfig):
         super().evaluation(**kwargs)
         return self.set_provided(locals())
 
+    @override(AlgorithmConfig)
+    def environment(self, env: Any = NotProvided, **kwargs: Any) -> OfflineSafeConfig:
+        """RLlib's ``environment``; ``env`` may also be a ``TaskSpec``, or the name of a task declared in this
+        process: a declared task's spec is then carried in the config (``task_spec``) and ``env`` is its name."""
+        carried = self.task_spec is not None and env == self.task_spec["name"]  # set again where it is not declared
+        if env is not NotProvided and not carried:
+            spec = env if isinstance(env, TaskSpec) else get_task(env) if isinstance(env, str) and is_task_name(env) \
+                else None
+            self.task_spec = spec.to_dict() if spec is not None and spec.suite == CUSTOM_SUITE else None
+            env = spec.name if isinstance(env, TaskSpec) else env
+        super().environment(env=env, **kwargs)
+        return self
+
     @property
     def dataset_path(self) -> str:
         """The dataset the learners load: ``input_`` (one path, or the first of a list)."""
@@ -135,7 +164,10 @@ class OfflineSafeConfig(ConfigHooks, AlgorithmConfig):
 
     @property
     def task(self) -> TaskSpec | None:
-        """The registry entry of ``env`` (a DSRL id or short name), or None for a custom env."""
+        """The declared task's carried spec, else the registry entry of ``env`` (a DSRL id or short name), or None
+        for a plain custom env."""
+        if self.task_spec is not None:
+            return TaskSpec.from_dict(self.task_spec)
         return get_task(self.env) if isinstance(self.env, str) and is_task_name(self.env) else None
 
     @property
@@ -249,6 +281,7 @@ class OfflineSafeConfig(ConfigHooks, AlgorithmConfig):
             "hidden": list(self.hidden), "gamma": self.gamma, "horizon": self.resolved_horizon,
             "time_limit": self.resolved_time_limit,
             "task": self.task.name if self.task is not None else None,
+            **({"task_spec": dict(self.task_spec)} if self.task_spec is not None else {}),
             "seed": self.seed,  # so Ray-free evaluation can derive its episode seeds from the training seed
         }
 
@@ -273,7 +306,9 @@ class OfflineSafeAlgorithm(Algorithm):
 
     @override(Algorithm)
     def setup(self, config: AlgorithmConfig) -> None:
-        if config.task is not None:
+        if config.task_spec is not None:
+            register_envs(config.task)  # so EnvRunners build the declared task from its carried spec
+        elif config.task is not None:
             register_envs()  # so EnvRunners can build the DSRL task by its id or short name
         super().setup(config)
 

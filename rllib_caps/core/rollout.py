@@ -19,8 +19,8 @@ from tqdm import tqdm
 from rllib_caps.core.budget import info_cost
 from rllib_caps.core.extension import AlgorithmExtension, module_extension
 from rllib_caps.core.results import results_dict
-from rllib_caps.core.scoring import EpisodeOutcome, summarize
-from rllib_caps.envs import TaskSpec, make_env
+from rllib_caps.core.scoring import EpisodeOutcome, reward_range, summarize
+from rllib_caps.envs import TaskSpec, get_task, make_env
 from rllib_caps.utils.smoke import smoke_test
 
 
@@ -52,6 +52,19 @@ def episode_seed(policy: Any) -> int:
     return 1000 * int(getattr(policy, "training_seed", None) or 0)
 
 
+def policy_task(policy: Any, name: str | None = None) -> TaskSpec:
+    """The task to evaluate ``policy`` on: ``name`` (a DSRL or declared task) where given, else the declared task's spec
+    its checkpoint carries (``OfflineSafeConfig.task_spec``), else the DSRL task it was trained on."""
+    carried = policy.module.model_config.get("task_spec")
+    if carried is not None and (name is None or name.strip().lower() in (carried["name"].lower(),
+                                                                          carried["id"].lower())):
+        return TaskSpec.from_dict(carried)  # with the ranges derived from its dataset, where it declared none
+    if not (name or policy.task):
+        raise ValueError("the checkpoint was trained on a custom env that is not a declared task; pass --task (with "
+                         "--task-file where it is declared)")
+    return get_task(name or policy.task)
+
+
 def evaluate_policy(policy: Any, task: TaskSpec, thresholds: Sequence[float], episodes: int, *, seed: int = 0,
                     progress: bool = True) -> dict[str, Any]:
     """Every threshold sees the same episode seeds ``seed, seed+1, …``; returns the results schema, with the extra
@@ -68,6 +81,6 @@ def evaluate_policy(policy: Any, task: TaskSpec, thresholds: Sequence[float], ep
             for i in range(episodes):
                 outcomes.append(run_episode(policy, env, threshold, seed + i, extension))
                 bar.update(1)
-            summaries.append(summarize(outcomes, threshold, task.min_reward, task.max_reward, extension))
+            summaries.append(summarize(outcomes, threshold, *reward_range(task), extension))
     env.close()
     return results_dict(summaries)

@@ -11,6 +11,12 @@ import numpy as np
 from rllib_caps.core.extension import AlgorithmExtension
 
 
+def reward_range(task: Any) -> tuple[float | None, float | None]:
+    """``(min, max)`` of a task's (``TaskSpec``) episode returns where known and recorded, else ``(None, None)``: its
+    rewards are then scored raw."""
+    return (task.min_reward, task.max_reward) if task is not None and task.has_reward_range else (None, None)
+
+
 def normalized_reward(episode_return: float, min_reward: float, max_reward: float) -> float:
     """(R − R_min) / (R_max − R_min), DSRL's reward normalisation."""
     return (episode_return - min_reward) / (max_reward - min_reward)
@@ -42,23 +48,25 @@ class ThresholdResult:
     episodes: int
     reward: float
     cost: float
-    normalized_reward: float
+    normalized_reward: float | None  # None where the task's reward range is unknown: the reward is raw only
     normalized_cost: float
     safe: bool
     mean_length: float
     extras: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """Numbers only (the safe flag as 0/1), as RLlib metrics need, with the extra results merged in."""
-        d: dict[str, Any] = {k: v for k, v in asdict(self).items() if k != "extras"}
+        """Numbers only (the safe flag as 0/1), as RLlib metrics need, with the extra results merged in; no
+        ``normalized_reward`` where the reward range is unknown."""
+        d: dict[str, Any] = {k: v for k, v in asdict(self).items() if k != "extras" and v is not None}
         d["safe"] = float(self.safe)
         return {**d, **self.extras}
 
 
-def summarize(outcomes: Sequence[EpisodeOutcome], threshold: float, min_reward: float, max_reward: float,
-              extension: AlgorithmExtension | None = None) -> ThresholdResult:
-    """Averages episodes at one threshold; safe when the mean normalised cost is ≤ 1. ``extension``'s
-    ``threshold_metrics`` of the episodes' metrics are the extra results (none without one)."""
+def summarize(outcomes: Sequence[EpisodeOutcome], threshold: float, min_reward: float | None,
+              max_reward: float | None, extension: AlgorithmExtension | None = None) -> ThresholdResult:
+    """Averages episodes at one threshold; safe when the mean normalised cost is ≤ 1. Without a reward range (``None``)
+    there is no normalised reward. ``extension``'s ``threshold_metrics`` of the episodes' metrics are the extra results
+    (none without one)."""
     if not outcomes:
         raise ValueError(f"no evaluation episodes at threshold {threshold}")
     reward = float(np.mean([o.reward for o in outcomes]))
@@ -66,7 +74,8 @@ def summarize(outcomes: Sequence[EpisodeOutcome], threshold: float, min_reward: 
     norm_cost = normalized_cost(cost, threshold)
     return ThresholdResult(
         threshold=float(threshold), episodes=len(outcomes), reward=reward, cost=cost,
-        normalized_reward=normalized_reward(reward, min_reward, max_reward),
+        normalized_reward=None if min_reward is None or max_reward is None else
+        normalized_reward(reward, min_reward, max_reward),
         normalized_cost=norm_cost, safe=norm_cost <= 1.0,
         mean_length=float(np.mean([o.length for o in outcomes])),
         extras=extension.threshold_metrics([o.metrics for o in outcomes]) if extension is not None else {},
@@ -74,12 +83,16 @@ def summarize(outcomes: Sequence[EpisodeOutcome], threshold: float, min_reward: 
 
 
 def average_over_thresholds(results: Sequence[ThresholdResult]) -> dict[str, float]:
-    """The paper's per-task score: normalised reward and cost averaged over thresholds; safe if ≤ 1."""
+    """The paper's per-task score: normalised reward and cost averaged over thresholds; safe if ≤ 1. Without a reward
+    range the raw ``reward`` is averaged instead of a normalised one."""
     if not results:
         raise ValueError("no threshold results to average")
-    norm_reward = float(np.mean([r.normalized_reward for r in results]))
     norm_cost = float(np.mean([r.normalized_cost for r in results]))
-    return {"normalized_reward": norm_reward, "normalized_cost": norm_cost, "safe": float(norm_cost <= 1.0)}
+    if any(r.normalized_reward is None for r in results):
+        reward = {"reward": float(np.mean([r.reward for r in results]))}
+    else:
+        reward = {"normalized_reward": float(np.mean([r.normalized_reward for r in results]))}
+    return {**reward, "normalized_cost": norm_cost, "safe": float(norm_cost <= 1.0)}
 
 
 def best_safe_episode(returns: Sequence[float], costs: Sequence[float], threshold: float, min_reward: float,

@@ -92,19 +92,16 @@ def _check_metadata(data_dir: Path, files: list[Path], *, task: str, allow_task_
                     verify: bool) -> None:
     """The dataset's ``metadata.json``: made for ``task``, its conversion warnings repeated, and (``verify``) its
     files' checksums; a missing one is refused only with ``verify``."""
-    metadata_file = (data_dir.parent if data_dir.is_dir() else data_dir.parent.parent) / METADATA_FILE
+    metadata_file = _metadata_file(data_dir)
     if not verify:
         logger.warning("%s: dataset integrity NOT checked (verify=False, --no-verify)", data_dir)
-    if not metadata_file.is_file():
+    metadata = dataset_metadata(data_dir)
+    if metadata is None:
         if verify:
             raise DatasetError(f"{data_dir}: no {METADATA_FILE}, so its task and file checksums cannot be checked; "
                                "re-convert it with `python -m data_conversion.dsrl_to_parquet`, or pass --no-verify "
                                "(verify=False) to use it anyway")
         return
-    try:
-        metadata = json.loads(metadata_file.read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        raise DatasetError(f"{metadata_file}: unreadable ({err})") from err
     recorded = metadata.get("task")
     if recorded is not None and recorded != task and not allow_task_mismatch:
         raise DatasetError(f"{metadata_file}: this dataset is for task {recorded!r}, not {task!r}; pass "
@@ -113,6 +110,23 @@ def _check_metadata(data_dir: Path, files: list[Path], *, task: str, allow_task_
         logger.warning("%s: converted with a warning: %s", metadata_file, warning)
     if verify:
         _verify_checksums(data_dir, files, metadata_file, metadata.get("files"))
+
+
+def _metadata_file(data_dir: Path) -> Path:
+    """Where the ``metadata.json`` of a Parquet directory (or of one Parquet file in it) is."""
+    return (data_dir.parent if data_dir.is_dir() else data_dir.parent.parent) / METADATA_FILE
+
+
+def dataset_metadata(path: str | Path) -> dict | None:
+    """The ``metadata.json`` of the dataset at ``path`` (its directory, Parquet directory or a Parquet file), None
+    where it has none; ``DatasetError`` naming the file where it is unreadable."""
+    metadata_file = _metadata_file(parquet_files(path))
+    if not metadata_file.is_file():
+        return None
+    try:
+        return json.loads(metadata_file.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise DatasetError(f"{metadata_file}: unreadable ({err})") from err
 
 
 def _verify_checksums(data_dir: Path, files: list[Path], metadata_file: Path,

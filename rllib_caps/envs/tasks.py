@@ -153,25 +153,33 @@ _BY_KEY: dict[str, TaskSpec] = {
     key.lower(): spec for spec in TASKS.values() for key in (spec.name, spec.id)
 }
 
+# Tasks declared in this process (``register_task``, ``load_task_file``), by name; and each task file read, with the
+# names it declares (for the error of a task asked for but not declared).
+CUSTOM_TASKS: dict[str, TaskSpec] = {}
+_TASK_FILES: dict[str, tuple[str, ...]] = {}
+
 
 def _unknown(word: str, what: str) -> ValueError:
-    """A ValueError naming the closest valid spellings of ``word``."""
-    valid = ["all", *SUITES, *TASKS, *(spec.id for spec in TASKS.values())]
+    """A ValueError naming the closest valid spellings of ``word``, and the task files read and what they declare."""
+    valid = ["all", *SUITES, *TASKS, *(spec.id for spec in TASKS.values()), *CUSTOM_TASKS]
     by_lower = {v.lower(): v for v in valid}
     close = [by_lower[c] for c in difflib.get_close_matches(word.lower(), list(by_lower), n=5, cutoff=0.5)]
     hint = f"closest valid names: {', '.join(close)}" if close else f"suites: {', '.join(SUITES)}"
+    files = "; ".join(f"{path} declares {', '.join(names) or 'no task'}" for path, names in _TASK_FILES.items())
+    declared = f"; not declared in a task file either ({files})" if files else \
+        " (declare your own tasks with --task-file, docs/custom_tasks.md)"
     return ValueError(
-        f"unknown {what} {word!r}; {hint} (run `python -m rllib_caps.tasks` to list all 38 tasks)"
+        f"unknown {what} {word!r}; {hint} (run `python -m rllib_caps.tasks` to list all 38 tasks){declared}"
     )
 
 
 def is_task_name(name_or_id: str) -> bool:
-    """Whether ``name_or_id`` names a DSRL task (short name or id, case-insensitive)."""
+    """Whether ``name_or_id`` names a DSRL task or a declared one (short name or id, case-insensitive)."""
     return name_or_id.strip().lower() in _BY_KEY
 
 
 def get_task(name_or_id: str) -> TaskSpec:
-    """The task with this short name or DSRL id (case-insensitive)."""
+    """The DSRL or declared task with this short name or id (case-insensitive)."""
     spec = _BY_KEY.get(name_or_id.strip().lower())
     if spec is None:
         raise _unknown(name_or_id, "task")
@@ -179,7 +187,8 @@ def get_task(name_or_id: str) -> TaskSpec:
 
 
 def select_tasks(selection: str) -> list[TaskSpec]:
-    """Tasks named by ``selection``: ``all``, a suite name, or a comma list of those and task names/ids.
+    """Tasks named by ``selection``: ``all`` (the DSRL tasks and those declared), a suite name (``custom``: those
+    declared), or a comma list of those and task names/ids.
 
     Matching is case-insensitive; duplicates are dropped and the first-seen order is kept.
     """
@@ -191,7 +200,9 @@ def select_tasks(selection: str) -> list[TaskSpec]:
     for word in words:
         key = word.lower()
         if key == "all":
-            matches = list(TASKS.values())
+            matches = [*TASKS.values(), *CUSTOM_TASKS.values()]
+        elif key == CUSTOM_SUITE:
+            matches = list(CUSTOM_TASKS.values())
         elif key in SUITES:
             matches = [spec for spec in TASKS.values() if spec.suite == key]
         elif key in _BY_KEY:
@@ -203,17 +214,197 @@ def select_tasks(selection: str) -> list[TaskSpec]:
     return list(chosen.values())
 
 
+def with_dataset_ranges(spec: TaskSpec, episode_reward_return: Mapping[str, float],
+                        episode_cost_return: Mapping[str, float]) -> TaskSpec:
+    """``spec`` itself where its reward range is known; else with the ranges DSRL would derive from this dataset: the
+    min and max of its episode returns and episode costs (a converted dataset's ``metadata.json`` holds both),
+    recorded as ``range_source="dataset"``."""
+    if spec.has_reward_range:
+        return spec
+    return dataclasses.replace(
+        spec, min_reward=float(episode_reward_return["min"]), max_reward=float(episode_reward_return["max"]),
+        min_cost=float(episode_cost_return["min"]), max_cost=float(episode_cost_return["max"]),
+        range_source="dataset")
+
+
 def register_task(spec: TaskSpec) -> TaskSpec:
     """Adds a custom task to the registry, so that every CLI and ``get_task`` finds it by name or id.
 
     Refuses a spec whose name or id is a DSRL task's, or another registered task's with other fields.
     """
-    raise NotImplementedError  # contract: implemented in the TaskSpec branch
+    problems = _spec_problems(spec)
+    if problems:
+        raise ValueError(f"task {spec.name!r}: {problems[0]}")
+    for key in {spec.name.lower(), spec.id.lower()}:
+        known = _BY_KEY.get(key)
+        if known is not None and known.suite != CUSTOM_SUITE:
+            raise ValueError(f"task {spec.name!r}: {key!r} is the DSRL task {known.name} ({known.id}); "
+                             "give the declared task another name and id")
+        if known is not None and known != spec:
+            raise ValueError(f"task {spec.name!r}: {key!r} is already declared, with other fields")
+    CUSTOM_TASKS[spec.name] = spec
+    _BY_KEY.update({spec.name.lower(): spec, spec.id.lower(): spec})
+    return spec
+
+
+def _spec_problems(spec: TaskSpec) -> list[str]:
+    """What makes ``spec`` unusable, one phrase each (empty when it is fine)."""
+    problems = []
+    if spec.suite != CUSTOM_SUITE:
+        problems.append(f"a declared task's suite is {CUSTOM_SUITE!r}, not {spec.suite!r}")
+    if spec.range_source is not None and spec.range_source not in RANGE_SOURCES:
+        problems.append(f"range_source must be one of {RANGE_SOURCES} or None, got {spec.range_source!r}")
+    if spec.obs_dim < 1 or spec.act_dim < 1 or spec.max_episode_steps < 1:
+        problems.append("obs_dim, act_dim and max_episode_steps must be >= 1")
+    if not (len(spec.action_low) == len(spec.action_high) == spec.act_dim):
+        problems.append(f"action_low and action_high must have act_dim = {spec.act_dim} entries")
+    elif not all(lo < hi for lo, hi in zip(spec.action_low, spec.action_high, strict=True)):
+        problems.append("every action_low entry must be below its action_high entry")
+    if not spec.thresholds:
+        problems.append("thresholds must name at least one cost threshold")
+    for kind in ("reward", "cost"):
+        low, high = getattr(spec, f"min_{kind}"), getattr(spec, f"max_{kind}")
+        if (low is None) != (high is None) or (low is not None and not low < high):
+            problems.append(f"the {kind} range must be [min, max] with min < max, got [{low}, {high}]")
+    return problems
+
+
+# A task file's keys: required, and optional with what an absent one means (README: docs/custom_tasks.md).
+TASK_FILE_REQUIRED = ("name", "max_episode_steps", "thresholds")
+TASK_FILE_OPTIONAL = ("id", "env_id", "entry_point", "env_kwargs", "obs_dim", "act_dim", "action_low", "action_high",
+                      "reward_range", "cost_range")
 
 
 def load_task_file(path: str | Path) -> list[TaskSpec]:
-    """Reads a YAML task file (``--task-file``; format in README "Bring your own data") and registers its tasks.
+    """Reads a YAML task file (``--task-file``; format in docs/custom_tasks.md) and registers its tasks.
 
     Errors name the file and the key at fault.
     """
-    raise NotImplementedError  # contract: implemented in the TaskSpec branch
+    import yaml
+
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as err:
+        raise ValueError(f"task file {path}: cannot read it ({err.strerror or err})") from err
+    except yaml.YAMLError as err:
+        raise ValueError(f"task file {path}: not valid YAML ({str(err).splitlines()[0]})") from err
+    if not isinstance(data, dict) or set(data) != {"tasks"} or not isinstance(data["tasks"], list) \
+            or not data["tasks"]:
+        raise ValueError(f"task file {path}: expected one key, tasks, holding a non-empty list of tasks")
+    specs = []
+    for index, entry in enumerate(data["tasks"]):
+        where = f"{path}: tasks[{index}]"
+        try:
+            spec = task_from_entry(entry)
+        except _EntryKeyError as err:
+            raise ValueError(f"{where}.{err.key}: {err.problem}") from err
+        except ValueError as err:
+            raise ValueError(f"{where}: {err}") from err
+        specs.append(spec)
+    names = [spec.name for spec in specs]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ValueError(f"{path}: task {twice[0]!r} is declared twice")
+    for spec in specs:
+        try:
+            register_task(spec)
+        except ValueError as err:
+            raise ValueError(f"{path}: {err}") from err
+    _TASK_FILES[str(path)] = tuple(names)
+    return specs
+
+
+class _EntryKeyError(ValueError):
+    """A task file entry's key at fault, and what is wrong with it."""
+
+    def __init__(self, key: str, problem: str) -> None:
+        super().__init__(f"{key}: {problem}")
+        self.key, self.problem = key, problem
+
+
+def task_from_entry(entry: Any) -> TaskSpec:
+    """The spec of one task file entry; sizes and action bounds left out are read from the env's spaces."""
+    if not isinstance(entry, dict):
+        raise ValueError(f"a task is a mapping of keys ({', '.join(TASK_FILE_REQUIRED)}, ...), got {entry!r}")
+    unknown = sorted(set(entry) - {*TASK_FILE_REQUIRED, *TASK_FILE_OPTIONAL})
+    if unknown:
+        raise _EntryKeyError(unknown[0], f"unknown key; a task's keys are {', '.join(TASK_FILE_REQUIRED)} (required) "
+                                    f"and {', '.join(TASK_FILE_OPTIONAL)}")
+    for key in TASK_FILE_REQUIRED:
+        if key not in entry:
+            raise _EntryKeyError(key, "missing (required)")
+    if "env_id" not in entry and "entry_point" not in entry:
+        raise _EntryKeyError("env_id", "missing: give env_id (a gymnasium id) or entry_point ('module:callable')")
+    name = _typed(entry, "name", str)
+    fields: dict[str, Any] = {
+        "name": name, "id": _typed(entry, "id", str, name), "suite": CUSTOM_SUITE,
+        "env_id": _typed(entry, "env_id", str, name), "entry_point": _typed(entry, "entry_point", str, None),
+        "env_kwargs": _typed(entry, "env_kwargs", dict, {}),
+        "max_episode_steps": _positive_int(entry, "max_episode_steps"),
+        "thresholds": _numbers(entry, "thresholds"),
+    }
+    for kind in ("reward", "cost"):
+        low, high = _numbers(entry, f"{kind}_range", 2) if f"{kind}_range" in entry else (None, None)
+        fields |= {f"min_{kind}": low, f"max_{kind}": high}
+    fields["range_source"] = "declared" if "reward_range" in entry or "cost_range" in entry else None
+    sizes = {key: entry[key] for key in ("obs_dim", "act_dim", "action_low", "action_high") if key in entry}
+    if len(sizes) < 4:
+        sizes = {**_env_sizes(fields), **sizes}
+    fields["obs_dim"], fields["act_dim"] = _positive_int(sizes, "obs_dim"), _positive_int(sizes, "act_dim")
+    for key in ("action_low", "action_high"):
+        bound = sizes[key]
+        fields[key] = (float(bound),) * fields["act_dim"] if _is_number(bound) else _numbers(sizes, key,
+                                                                                             fields["act_dim"])
+    return TaskSpec(**fields)
+
+
+def _env_sizes(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """obs_dim, act_dim and the action bounds of the declared env, read off its spaces (1-D boxes)."""
+    import gymnasium
+
+    from rllib_caps.envs.custom import construct_env
+
+    env = construct_env(fields["entry_point"], fields["env_id"], fields["env_kwargs"])
+    try:
+        obs_space, act_space = env.observation_space, env.action_space
+    finally:
+        env.close()
+    for key, space in (("obs_dim", obs_space), ("act_dim", act_space)):
+        if not isinstance(space, gymnasium.spaces.Box) or len(space.shape) != 1:
+            raise _EntryKeyError(key, f"left out, and the env's space is {space}, not a 1-D Box: declare "
+                                 "obs_dim, act_dim, action_low and action_high")
+    return {"obs_dim": obs_space.shape[0], "act_dim": act_space.shape[0],
+            "action_low": [float(v) for v in act_space.low], "action_high": [float(v) for v in act_space.high]}
+
+
+def _typed(entry: Mapping[str, Any], key: str, kind: type, *default: Any) -> Any:
+    """``entry[key]``, which must be a ``kind``; ``default`` where it is absent (required without one)."""
+    if key not in entry and default:
+        return default[0]
+    value = entry[key]
+    if not isinstance(value, kind) or (kind is str and not value.strip()):
+        raise _EntryKeyError(key, f"expected a {'non-empty string' if kind is str else kind.__name__}, got {value!r}")
+    return value
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _positive_int(entry: Mapping[str, Any], key: str) -> int:
+    value = entry[key]
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise _EntryKeyError(key, f"expected a whole number >= 1, got {value!r}")
+    return value
+
+
+def _numbers(entry: Mapping[str, Any], key: str, length: int | None = None) -> tuple[float, ...]:
+    """``entry[key]`` as a non-empty list of numbers (of ``length`` entries where given)."""
+    value = entry[key]
+    if not isinstance(value, list) or not value or not all(_is_number(v) for v in value) \
+            or (length is not None and len(value) != length):
+        size = f"{length} numbers" if length is not None else "a non-empty list of numbers"
+        raise _EntryKeyError(key, f"expected {size}, got {value!r}")
+    return tuple(float(v) for v in value)
+

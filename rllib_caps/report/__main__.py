@@ -11,6 +11,8 @@ from rllib_caps.report.writer import ReportError, write_report
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    from rllib_caps.task_file_flag import add_task_file_argument
+
     p = argparse.ArgumentParser(
         prog="python -m rllib_caps.report",
         description="Tables (Markdown, CSV, LaTeX) and plots of a CAPS sweep from its Tune experiment directory: "
@@ -19,6 +21,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("experiment_dir", help="a Tune experiment directory written by python -m rllib_caps.tune")
     p.add_argument("--out", help="output directory (default: EXPERIMENT_DIR/report)")
+    add_task_file_argument(p)
     p.add_argument("--force", action="store_true", help="replace --out if it exists (the default EXPERIMENT_DIR/report "
                    "is always rewritten)")
     p.add_argument("--cost-limits", action="store_true",

@@ -15,7 +15,6 @@ import numpy as np
 from tqdm import tqdm
 
 from rllib_caps.algorithms.registry import ALGORITHMS, get_algorithm
-from rllib_caps.envs import get_task
 from rllib_caps.report.records import ReportError, TrialRecord
 from rllib_caps.report.tables import column_label, config_order
 from rllib_caps.utils.manifest import CheckpointError
@@ -34,14 +33,15 @@ def limit_for(suite: str, limits: tuple[int, int]) -> float:
 
 def _evaluate_checkpoint(job: tuple[str, str, str, list[float], int, bool]) -> dict[str, Any] | str:
     """The checkpoint's results at the limits, or why it cannot be trusted (its integrity check's error)."""
-    from rllib_caps.core.rollout import episode_seed, evaluate_policy
+    from rllib_caps.core.rollout import episode_seed, evaluate_policy, policy_task
 
     algo, checkpoint, task, thresholds, episodes, verify = job
     try:
         policy = get_algorithm(algo).policy_class.from_checkpoint(checkpoint, verify=verify)
     except CheckpointError as err:
         return str(err)
-    return evaluate_policy(policy, get_task(task), thresholds, episodes, seed=episode_seed(policy), progress=False)
+    return evaluate_policy(policy, policy_task(policy, task), thresholds, episodes, seed=episode_seed(policy),
+                           progress=False)
 
 
 def evaluate_cost_limits(records: Sequence[TrialRecord], episodes: int, jobs: int = 1,

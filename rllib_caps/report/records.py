@@ -24,6 +24,7 @@ from rllib_caps.envs import get_task
 from rllib_caps.sweeps.trial_schema import (
     LEGACY_VARIANT_RESULTS,
     MEMBERS,
+    TASK_SPECS,
     VARIANT_RESULTS,
     trial_members,
     trial_seed,
@@ -70,6 +71,7 @@ class TrialRecord:
     axes: dict[str, Any] = field(default_factory=dict)
     data: Path | None = None  # the converted dataset it trained on (setup's data_root / task), where recorded
     member: str | None = None  # its name in a packed trial (``member_name``), None for a trial alone
+    task_spec: dict[str, Any] | None = None  # a declared task's spec, as its sweep carried it (``TASK_SPECS``)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "axes", {**self.entry.axis_values({}), **self.axes})
@@ -103,7 +105,8 @@ class TrialRecord:
 
     @property
     def suite(self) -> str:
-        return get_task(self.task).suite
+        """The task's suite: ``custom`` for a declared task (its spec in the trial), else the DSRL task's."""
+        return self.task_spec["suite"] if self.task_spec is not None else get_task(self.task).suite
 
     @property
     def config(self) -> str:
@@ -215,5 +218,7 @@ def load_trials(experiment_dir: str | Path) -> tuple[list[TrialRecord], list[Pat
                                                if k in algo.searchable},
                                        evaluation=evaluation, trial_dir=trial_dir,
                                        checkpoint=member_checkpoint(latest_checkpoint(trial_dir), member),
-                                       axes={**axes, **variant}, data=trial_data(params), member=member))
+                                       axes={**axes, **variant}, data=trial_data(params), member=member,
+                                       task_spec=((params.get("setup") or {}).get(TASK_SPECS) or {}).get(
+                                           params["task"])))
     return records, unfinished

@@ -20,11 +20,14 @@ import numpy as np
 
 from rllib_caps.algorithms.registry import ALGORITHMS, trained_per_threshold
 from rllib_caps.algorithms.surface import COST_LIMIT_AXIS
-from rllib_caps.envs import SUITES, get_task
+from rllib_caps.envs import SUITES
+from rllib_caps.envs.tasks import CUSTOM_SUITE
 from rllib_caps.report.records import ReportError, TrialRecord
 from rllib_caps.report.stats import CONFIDENCE, mean_ci
 
-SUITE_TITLES = {"bullet": "Bullet", "safetygym": "Safety-Gymnasium", "velocity": "Velocity", "metadrive": "MetaDrive"}
+SUITE_TITLES = {"bullet": "Bullet", "safetygym": "Safety-Gymnasium", "velocity": "Velocity", "metadrive": "MetaDrive",
+                CUSTOM_SUITE: "Declared tasks"}
+REPORT_SUITES = (*SUITES, CUSTOM_SUITE)  # the tables' suite order: DSRL's, then the tasks declared by the user
 
 
 @dataclass
@@ -115,6 +118,7 @@ def summarize(records: Iterable[TrialRecord]) -> list[Row]:
     groups: dict[tuple[str, str, str], list[tuple[int, dict[str, Any]]]] = defaultdict(list)
     for (algo, task, label, seed), evaluation in seed_evaluations(records).items():
         groups[(algo, task, label)].append((seed, evaluation))
+    suites = {r.task: r.suite for r in records}
     axes = {(r.algo, r.task, r.config): {axis.column: r.axes[axis.name] for axis in r.entry.axes
                                          if axis.name != COST_LIMIT_AXIS} for r in records}
     rows = []
@@ -123,14 +127,14 @@ def summarize(records: Iterable[TrialRecord]) -> list[Row]:
         rewards = _mean_by_threshold(evaluations, "normalized_reward")
         costs = _mean_by_threshold(evaluations, "normalized_cost")
         points = [(e["mean"]["normalized_reward"], e["mean"]["normalized_cost"]) for e in evaluations]
-        rows.append(Row(task=task, suite=get_task(task).suite, config=column_label(algo, label, algos),
+        rows.append(Row(task=task, suite=suites[task], config=column_label(algo, label, algos),
                         seeds=tuple(sorted(seed for seed, _ in group)),
                         normalized_reward=float(np.mean([p[0] for p in points])),
                         normalized_cost=float(np.mean([p[1] for p in points])),
                         per_threshold={k: (float(np.mean(rewards[k])), float(np.mean(costs[k]))) for k in rewards},
                         head_usage=head_usage_by_threshold(evaluations), seed_points=points, algo=algo, label=label,
                         axes=axes[(algo, task, label)]))
-    rows.sort(key=lambda r: (SUITES.index(r.suite), r.task, *column_order(r)))
+    rows.sort(key=lambda r: (REPORT_SUITES.index(r.suite), r.task, *column_order(r)))
     by_task: dict[str, list[Row]] = defaultdict(list)
     for row in rows:
         by_task[row.task].append(row)
@@ -168,7 +172,7 @@ class MainTable:
         return next((r for r in self.rows if r.task == task and r.config == config), None)
 
     def suites(self) -> list[str]:
-        return [s for s in SUITES if any(r.suite == s for r in self.rows)]
+        return [s for s in REPORT_SUITES if any(r.suite == s for r in self.rows)]
 
     def suite_average(self, suite: str, config: str) -> tuple[float, float] | None:
         rows = [r for r in self.rows if r.suite == suite and r.config == config]

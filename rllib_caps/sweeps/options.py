@@ -198,7 +198,7 @@ def resolve_options(args: argparse.Namespace) -> SweepOptions:
         check_options(SweepOptions.of(**file_options), f"--config {args.config}")
     if args.name is None and args.config and "name" not in file_options:
         file_options["name"] = Path(args.config).stem
-    given = {k: v for k, v in vars(args).items() if k != "config" and v is not None}
+    given = {k: v for k, v in vars(args).items() if k not in ("config", "task_file") and v is not None}  # files: read
     check_options(SweepOptions.of(**given), COMMAND_LINE)
     return SweepOptions.of(**{**file_options, **given})
 

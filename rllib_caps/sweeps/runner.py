@@ -29,6 +29,7 @@ from rllib_caps.sweeps.tracking import tracking_callbacks
 from rllib_caps.sweeps.trial_schema import ALGORITHM_SETTINGS, EVALUATED
 from rllib_caps.sweeps.trials import (
     dataset_dir,
+    declared_specs,
     describe_trial,
     missing_datasets,
     missing_datasets_message,
@@ -49,7 +50,7 @@ def setup_dict(options: SweepOptions, resources: TrialResources) -> dict[str, An
     return {"data_root": str(Path(options.data_root).resolve()), "training": options.training_settings(),
             "overrides": options.overrides, "resources": {"cpus": resources.cpus, "gpus": resources.gpus},
             EVALUATED: {axis.name: options.values(axis) for axis in declared("axes").values() if axis.evaluated},
-            ALGORITHM_SETTINGS: dict(options.algorithm_settings)}
+            ALGORITHM_SETTINGS: dict(options.algorithm_settings), **declared_specs(options.task_specs())}
 
 
 def check_trials(options: SweepOptions, tasks: Sequence[TaskSpec], setup: Mapping[str, Any]) -> None:

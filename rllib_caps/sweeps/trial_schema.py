@@ -20,6 +20,7 @@ VARIANT = "variant"  # a grid sweep's per-algorithm trial part: {algo, task, axe
 VARIANT_RESULTS = "variant_evaluations"
 LEGACY_VARIANT_RESULTS = "critic_evaluations"
 EVALUATED = "evaluated"  # setup key: evaluated axis name -> the values each trained trial is evaluated at
+TASK_SPECS = "task_specs"  # setup key: the declared tasks' specs by name (``TaskSpec.to_dict``), for the trials
 ALGORITHM_SETTINGS = "algorithm_settings"  # setup key: the entries' sweep settings (``SweepSetting``) by name
 # A packed trial (a population, rllib_caps.sweeps.packing): its params list its members, each ``{seed, [cost_limit]}``,
 # or in a packed search ``{sample, seed, search}``;

@@ -31,12 +31,15 @@ from rllib_caps.algorithms.registry import (
 )
 from rllib_caps.algorithms.surface import COST_LIMIT_AXIS
 from rllib_caps.core.keys import GRADIENT_STEPS
+from rllib_caps.core.offline import task_for_dataset
 from rllib_caps.data.schema import DATA_DIR
 from rllib_caps.envs import TaskSpec, get_task
+from rllib_caps.envs.tasks import CUSTOM_SUITE
 from rllib_caps.sweeps.options import SweepError
 from rllib_caps.sweeps.trial_schema import (
     EVALUATED,
     MEMBERS,
+    TASK_SPECS,
     trial_params,
     trial_seed,
 )
@@ -121,12 +124,29 @@ def axis_settings(entry: AlgorithmEntry, values: Mapping[str, Any]) -> dict[str,
     return settings
 
 
+def declared_specs(tasks: Sequence[TaskSpec]) -> dict[str, Any]:
+    """The setup entry that carries the sweep's declared tasks to its trial processes, where they are not declared:
+    ``{TASK_SPECS: {name: spec dict}}``, or nothing for a sweep of DSRL tasks only."""
+    specs = {task.name: task.to_dict() for task in tasks if task.suite == CUSTOM_SUITE}
+    return {TASK_SPECS: specs} if specs else {}
+
+
+def trial_task(name: str, setup: Mapping[str, Any]) -> TaskSpec:
+    """The task a trial trains on: its declared spec carried in the sweep's setup, else the DSRL task."""
+    carried = (setup.get(TASK_SPECS) or {}).get(name)
+    return TaskSpec.from_dict(carried) if carried is not None else get_task(name)
+
+
 def trial_config(trial: Mapping[str, Any]) -> Any:
     """The algorithm config of one trial config ``{algo, task, <axes>, seed | seeds, [search], setup}`` (axes
     possibly nested under ``variant``)."""
     trial = trial_params(trial)
     setup = trial["setup"]
-    task = get_task(trial["task"])
+    declared = trial_task(trial["task"], setup)
+    task = task_for_dataset(declared, dataset_dir(setup["data_root"], declared))  # a range derived where none is known
+    if not task.has_reward_range:  # a sweep ranks normalised scores
+        raise SweepError(f"task {task.name}: no reward range, declared or in its dataset's metadata.json (converted "
+                         "without one?); give it a reward_range in its task file, or convert its dataset again")
     entry = get_algorithm(trial["algo"])
     values = {axis.name: value for axis in entry.trained_axes if (value := axis.read(trial)) is not None}
     settings = settings_for(entry.name, trial_settings(setup["training"], setup["overrides"], task, values))
@@ -134,7 +154,7 @@ def trial_config(trial: Mapping[str, Any]) -> Any:
     settings.update(axis_settings(entry, values))
     res = setup["resources"]
     runners = int(canonical_settings(settings).get("evaluation_num_env_runners") or 0)
-    config = build_config(entry.name, task.name, dataset_dir(setup["data_root"], task),
+    config = build_config(entry.name, task, dataset_dir(setup["data_root"], task),
                           seed=trial_seed(trial), num_gpus_per_learner=res["gpus"], **settings)
     main_cpus = res["cpus"] / 2 if runners else res["cpus"]  # half for the learner, half for evaluation
     return (config.learners(num_cpus_per_learner=main_cpus)
