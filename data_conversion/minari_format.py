@@ -108,12 +108,16 @@ def declared_fields(dataset: minari.MinariDataset) -> Mapping[str, Any]:
 
 class CostInfo(minari.StepDataCallback):
     """Records only ``infos["cost"]`` (as a float), with 0.0 at a reset, whose info has no cost: Minari needs the
-    same info keys at every step of an episode, and other info keys vary between simulators."""
+    same info keys at every step of an episode, and other info keys vary between simulators. Actions are recorded
+    in the action space's dtype (a float64 policy output as float32, as the DSRL files hold them)."""
 
     def __call__(self, env: gymnasium.Env, **kwargs: Any) -> dict[str, Any]:
         step_data = super().__call__(env, **kwargs)
-        reset = kwargs.get("action") is None
-        step_data["info"] = {COST_KEY: 0.0 if reset else float(step_data["info"][COST_KEY])}
+        if kwargs.get("action") is None:  # a reset
+            step_data["info"] = {COST_KEY: 0.0}
+        else:
+            step_data["info"] = {COST_KEY: float(step_data["info"][COST_KEY])}
+            step_data["action"] = np.asarray(step_data["action"], env.action_space.dtype)
         return step_data
 
 

@@ -72,10 +72,11 @@ def _episode_columns(episode: minari.EpisodeData, eps_id: int, task: TaskSpec, c
     n = len(episode)
     if n == 0:
         raise ConversionError(f"{where}: has no steps")
-    if cost_key not in episode.infos:
-        raise ConversionError(f"{where}: no infos[{cost_key!r}] (its infos: {sorted(episode.infos)}); name the "
-                              "cost's key with --cost-key")
-    cost = np.asarray(episode.infos[cost_key])
+    infos = episode.infos or {}  # None when the dataset recorded no infos
+    if cost_key not in infos:
+        raise ConversionError(f"{where}: no infos[{cost_key!r}] (its infos: {sorted(infos)}); name the cost's key "
+                              "with --cost-key")
+    cost = np.asarray(infos[cost_key])
     if cost.shape not in ((n + 1,), (n + 1, 1)):
         raise ConversionError(f"{where}: infos[{cost_key!r}] has shape {cost.shape}, expected ({n + 1},): the "
                               "reset's entry, then one per step")
