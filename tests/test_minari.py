@@ -224,23 +224,24 @@ def test_collect_says_which_output_each_format_writes(capsys: pytest.CaptureFixt
 def test_a_dataset_collected_with_minari_trains_evaluates_and_exports(
         ray_session: object, minari_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Through the CLIs: Minari's DataCollector records the collector's episodes on the real BallCircle simulator,
-    the converter reads them back, CAPS trains a few hundred steps, is evaluated at two κ and exported to ONNX."""
+    the converter reads them back, CAPS trains a few hundred steps, is evaluated at two κ and exported to ONNX.
+    The collection and the conversion are docs/minari.md's block, as printed there."""
     from rllib_caps.evaluate import main as evaluate_main
     from rllib_caps.export import main as export_main
     from rllib_caps.onnx_runtime import ONNXCAPSPolicy
     from rllib_caps.train import main as train_main
 
     dataset_id = "rllib-caps/BallCircle/ppo-v0"
-    assert collect_main(["--task", "BallCircle", "--penalties", "0,5", "--train-steps", "400", "--snapshots", "1",
-                         "--episodes-per-snapshot", "2", "--seed", "7", "--format", "minari", "--dataset-id",
-                         dataset_id, "--plot", str(tmp_path / "card.png")]) == 0
-    assert (tmp_path / "card.png").read_bytes()[:4] == b"\x89PNG"
+    assert collect_main(["--task", "BallCircle", "--format", "minari", "--dataset-id", dataset_id, "--penalties",
+                         "0,5", "--train-steps", "400", "--snapshots", "1", "--episodes-per-snapshot", "2", "--plot",
+                         str(tmp_path / "ppo-v0.png")]) == 0
+    assert (tmp_path / "ppo-v0.png").read_bytes()[:4] == b"\x89PNG"
     dataset = minari.load_dataset(dataset_id)
     assert dataset.total_episodes == 4 and dataset.total_steps == 4 * TASK.max_episode_steps
     assert all(set(np.unique(episode.infos["cost"])) <= {0.0, 1.0} for episode in dataset.iterate_episodes())
     assert dataset.storage.metadata["safe_rl"]["task"]["name"] == "BallCircle"
 
-    data, checkpoint = tmp_path / "BallCircle", tmp_path / "ckpt"
+    data, checkpoint = tmp_path / "BallCircle-ppo", tmp_path / "ckpt"
     assert minari_to_parquet(["--dataset", dataset_id, "--out", str(data)]) == 0
     assert train_main(["--task", "BallCircle", "--data", str(data), "--out", str(checkpoint), "--steps", "256",
                        "--updates-per-iteration", "128", "--hidden", "32", "32", "--batch-size", "64",
