@@ -32,7 +32,7 @@ from rllib_caps.data.schema import (
     arrow_table,
     write_parquet_parts,
 )
-from rllib_caps.envs.tasks import get_task
+from rllib_caps.envs.tasks import CUSTOM_SUITE, TaskSpec, get_task
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLED = ROOT / "datasets" / "BallCircle"
@@ -196,6 +196,40 @@ def test_a_decreasing_episode_id_is_refused_and_hand_written_rows_convert(
     assert minari_to_parquet(["--dataset", "user/good-v0", "--out", str(tmp_path / "back")]) == 0
     back = _columns(tmp_path / "back")
     assert all(back[name].tobytes() == rows[name].astype(back[name].dtype).tobytes() for name in COLUMNS)
+
+
+def test_a_declared_task_travels_in_the_metadata_both_ways(minari_root: Path, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """A task that is not DSRL's, declared with ``TaskSpec(...)``, with other action bounds and no known ranges: its
+    spec goes into the Minari metadata and comes back into metadata.json, so neither direction needs --task again."""
+    from data_conversion.minari_write import export_minari
+
+    task = TaskSpec(id="Declared-v0", name="Declared", suite=CUSTOM_SUITE, env_id="Declared-v0", obs_dim=TASK.obs_dim,
+                    act_dim=TASK.act_dim, action_low=(-2.0, -0.5), action_high=(2.0, 1.5), max_episode_steps=50,
+                    thresholds=(5.0,), max_reward=None, min_reward=None, max_cost=None, min_cost=None,
+                    range_source=None)
+    rows = _rows()
+    write_parquet_parts([arrow_table(rows)], tmp_path / "rows" / DATA_DIR, 1000)
+    summary = export_minari(tmp_path / "rows", "user/declared-v0", task=task, verify=False)
+    assert summary.warnings and "do not map back to the same float32" in summary.warnings[0]  # -0.5..1.5 rounds
+    metadata = minari.load_dataset("user/declared-v0").storage.metadata
+    assert metadata["safe_rl"]["task"] == json.loads(json.dumps(task.to_dict()))
+    assert metadata["safe_rl"]["reward_range"] is None and "ref_max_score" not in metadata  # nothing normalised
+    assert minari_to_parquet(["--dataset", "user/declared-v0", "--out", str(tmp_path / "back")]) == 0
+    converted = json.loads((tmp_path / "back" / METADATA_FILE).read_text())
+    assert converted["task"] == "Declared" and TaskSpec.from_dict(converted["task_spec"]) == task
+    back = _columns(tmp_path / "back")
+    for name in COLUMNS:
+        if name != "actions":
+            assert back[name].tobytes() == rows[name].astype(back[name].dtype).tobytes(), name
+    np.testing.assert_allclose(back["actions"], rows["actions"], rtol=0, atol=2e-7)  # within a float32 rounding
+    # Out again from the converted rows, with the task from their metadata.json: the actions, once rounded, stay.
+    capsys.readouterr()
+    assert parquet_to_minari(["--data", str(tmp_path / "back"), "--dataset-id", "user/declared-v1"]) == 0
+    assert "warning" not in capsys.readouterr().out
+    first, second = (minari.load_dataset(f"user/declared-v{v}") for v in (0, 1))
+    assert second.storage.metadata["safe_rl"]["task"]["name"] == "Declared"
+    assert all(a.actions.tobytes() == b.actions.tobytes() for a, b in zip(first, second, strict=True))
 
 
 @pytest.mark.parametrize(("change", "message"), [
