@@ -275,7 +275,7 @@ def build_dataset(
         from data_conversion.minari_write import record_replays
 
         record_replays(task, [(episodes[i].seed, episodes[i].arrays) for i in kept], str(out),
-                       algorithm_name=f"{__name__}: PPO behaviour policies at cost penalties "
+                       algorithm_name=f"data_conversion.collect: PPO behaviour policies at cost penalties "
                                       f"{', '.join(f'{p:g}' for p in penalties)}, {snapshots} snapshots each, "
                                       f"rolled out with noise, grid-filtered (seed {seed})")
     else:

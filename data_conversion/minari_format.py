@@ -101,6 +101,12 @@ def safe_rl_metadata(task: TaskSpec, cost_key: str = COST_KEY, **extra: Any) -> 
     return metadata
 
 
+def description(task: TaskSpec, origin: str) -> str:
+    """A Minari description of a dataset of `task` that `origin` tells the making of."""
+    return (f"{task.id}: {origin}; the step cost is in infos['{COST_KEY}'], the task, its cost thresholds and "
+            f"normalisation ranges in the metadata's '{METADATA_KEY}'")
+
+
 def declared_fields(dataset: minari.MinariDataset) -> Mapping[str, Any]:
     """The ``safe_rl`` fields of `dataset`'s metadata (empty for a dataset that another tool wrote)."""
     return dataset.storage.metadata.get(METADATA_KEY) or {}

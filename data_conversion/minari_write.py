@@ -22,6 +22,7 @@ from data_conversion.minari_format import (
     check_dataset_id,
     cost_collector,
     datasets_root,
+    description,
     minari_output,
     observation_space,
     quiet_create,
@@ -156,14 +157,13 @@ def export_minari(data: str | Path, dataset_id: str, *, task: TaskSpec | None = 
                              terminations=columns[TERMINATEDS][start:end], truncations=columns[TRUNCATEDS][start:end],
                              infos={COST_KEY: [0.0, *columns[COSTS][start:end].tolist()]})
                for start, end in zip(starts, ends, strict=True)]
-    description = minari_metadata.pop("description", None) or (
-        f"{task.id}: {len(starts)} episodes converted by rllib-caps from {recorded.get('source', {}).get('file', data)}"
-        f"; the step cost is in infos['{COST_KEY}'], the task, its cost thresholds and normalisation ranges in the "
-        "metadata's 'safe_rl'")
+    source = recorded.get("source", {}).get("file", data)
+    minari_metadata["description"] = minari_metadata.get("description") or description(
+        task, f"{len(starts)} episodes converted by rllib-caps from {source}")
     with minari_output(dataset_id, command=COMMAND, force=force):
         dataset = quiet_create(minari.create_dataset_from_buffers, dataset_id, buffers,
                                observation_space=observation_space(task), action_space=action_space(task),
-                               data_format=data_format, description=description, **minari_metadata)
+                               data_format=data_format, **minari_metadata)
         dataset.storage.update_metadata(safe_rl_metadata(task, converted_from={
             "tool": recorded.get("tool"), "source": recorded.get("source"), "files": recorded.get("files")}))
     return MinariSummary(dataset_id, datasets_root() / dataset_id, len(starts), len(actions), warnings)
@@ -188,6 +188,8 @@ def record_replays(task: TaskSpec, episodes: Sequence[tuple[int, Mapping[str, np
                     raise ConversionError(f"{task.name}: the replay of collected episode {k} (reset seed {seed}) "
                                           f"differs in {', '.join(differ)} at step {step}: the simulator is not "
                                           "deterministic under reset(seed); collect with --format hdf5 instead")
+        minari_metadata["description"] = minari_metadata.get("description") or description(
+            task, f"{len(episodes)} episodes recorded with Minari's DataCollector by rllib-caps' collector")
         dataset = quiet_create(env.create_dataset, dataset_id, **minari_metadata)
         dataset.storage.update_metadata(safe_rl_metadata(task))
         return dataset
