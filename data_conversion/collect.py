@@ -405,14 +405,13 @@ def _collect_minari(args: argparse.Namespace, task: TaskSpec) -> int:
     from contextlib import ExitStack
 
     from data_conversion.minari_format import datasets_root, minari_output
-    from data_conversion.minari_write import COMMAND as MINARI_COMMAND
     from rllib_caps.data.errors import DatasetError
 
     start = time.monotonic()
     try:
         with ExitStack() as outputs:
             plot_tmp = outputs.enter_context(atomic_files(args.plot, force=args.force))[0] if args.plot else None
-            outputs.enter_context(minari_output(args.dataset_id, command=MINARI_COMMAND, force=args.force))
+            outputs.enter_context(minari_output(args.dataset_id, command="data_conversion.collect", force=args.force))
             summary = build_dataset(task, args.dataset_id, penalties=args.penalties, train_steps=args.train_steps,
                                     snapshots=args.snapshots, episodes_per_snapshot=args.episodes_per_snapshot,
                                     seed=args.seed, bins=tuple(args.bins), max_episodes=args.max_episodes,
