@@ -94,14 +94,19 @@ class GaussianPolicy:
 
 
 def ensure_ray() -> bool:
-    """Start a local Ray sized for a 2-CPU machine unless one is running; True if this call started it.
+    """Start a local Ray sized for a 2-CPU machine (or join the cluster at ``$RAY_ADDRESS``) unless one is running;
+    True if this call started it.
 
     Startup is retried: on a loaded machine Ray's node can time out while starting."""
+    import os
+
     import ray
 
     if ray.is_initialized():
         return False
-    options = {"num_cpus": 2, "include_dashboard": False, "log_to_driver": False, "logging_level": logging.WARNING}
+    options = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.WARNING}
+    if not os.environ.get("RAY_ADDRESS"):  # a running cluster is joined as it is sized
+        options["num_cpus"] = 2
     for attempt in range(1, RAY_INIT_ATTEMPTS):
         try:
             ray.init(**options)

@@ -20,7 +20,10 @@ density filter over episode returns):
 4. **Outputs.** Kept episodes in collection order, as DSRL keys/dtypes (``terminals`` where the env
    terminated, ``timeouts`` where the time limit cut the episode), written atomically with
    `data_conversion.dsrl_format.write_dsrl_hdf5`; and a dataset-card PNG scatter of per-episode
-   (cost return, reward return), with the filtered-out episodes in grey.
+   (cost return, reward return), with the filtered-out episodes in grey. With ``--format minari`` the kept
+   episodes are recorded with Minari's ``DataCollector`` instead, as ``--dataset-id`` (the cost in
+   ``infos["cost"]``): each is replayed, its reset seed and actions, in a fresh env and must reproduce its
+   rollout bit for bit (`data_conversion.minari_write.record_replays`); the card only with ``--plot``.
 
 Determinism: given the same snapshots and ``--episodes-per-snapshot`` (which fixes the batches of
 the policy calls), rollouts, filtering and so the file are a pure function of ``--seed``. PPO
@@ -31,6 +34,7 @@ versions or thread counts.
 Example (the bundled dataset; see datasets/sources/README.md)::
 
     python -m data_conversion.collect --task BallCircle --out datasets/sources/BallCircle.hdf5
+    python -m data_conversion.collect --task BallCircle --format minari --dataset-id rllib-caps/BallCircle/ppo-v0
 """
 
 from __future__ import annotations
@@ -62,10 +66,11 @@ FILTER_STREAM = 2**31 - 1  # seed-sequence entry of the grid filter's generator 
 
 @dataclass(frozen=True)
 class Episode:
-    """One rollout: its DSRL arrays and the cost penalty its behaviour policy was trained with."""
+    """One rollout: its DSRL arrays, the cost penalty its behaviour policy was trained with and its reset seed."""
 
     arrays: dict[str, np.ndarray]
     penalty: float
+    seed: int
 
     @property
     def reward_return(self) -> float:
@@ -81,11 +86,12 @@ def rollout_episodes(
     policy: GaussianPolicy,
     rngs: Sequence[np.random.Generator],
     noise_stds: Sequence[float],
+    seeds: Sequence[int],
 ) -> list[dict[str, np.ndarray]]:
     """Run one full episode in each env in lockstep (one batched policy call per step); DSRL arrays.
 
-    Env ``i`` is reset with a seed drawn from ``rngs[i]``, which also drives its action sampling."""
-    obs = [env.reset(seed=int(rng.integers(2**31)))[0] for env, rng in zip(envs, rngs, strict=True)]
+    Env ``i`` is reset with ``seeds[i]``; ``rngs[i]`` drives its action sampling."""
+    obs = [env.reset(seed=seed)[0] for env, seed in zip(envs, seeds, strict=True)]
     rows: list[dict[str, list]] = [{key: [] for key in KEYS} for _ in envs]
     active = list(range(len(envs)))
     while active:
@@ -119,8 +125,9 @@ def collect_episodes(
                     js = range(start, min(start + len(envs), episodes_per_snapshot))
                     noise_stds = [NOISE_LEVELS[j % len(NOISE_LEVELS)] for j in js]
                     rngs = [np.random.default_rng([seed, i, j]) for j in js]
-                    arrays = rollout_episodes(envs[: len(js)], policy, rngs, noise_stds)
-                    episodes += [Episode(a, snapshot.penalty) for a in arrays]
+                    seeds = [int(rng.integers(2**31)) for rng in rngs]  # each generator's first draw
+                    arrays = rollout_episodes(envs[: len(js)], policy, rngs, noise_stds, seeds)
+                    episodes += [Episode(a, snapshot.penalty, s) for a, s in zip(arrays, seeds, strict=True)]
                     bar.update(len(js))
                 new = episodes[-episodes_per_snapshot:]
                 logger.info(
@@ -215,8 +222,8 @@ def plot_card(path: Path, task: TaskSpec, episodes: Sequence[Episode], kept: np.
 class Summary:
     """What `build_dataset` wrote."""
 
-    out: Path
-    plot: Path
+    out: Path | str  # the HDF5 file, or the Minari dataset's id
+    plot: Path | None
     collected: int
     episodes: int
     rows: int
@@ -226,7 +233,7 @@ class Summary:
 
 def build_dataset(
     task: TaskSpec,
-    out: Path,
+    out: Path | str,
     *,
     penalties: Sequence[float],
     train_steps: int,
@@ -235,9 +242,12 @@ def build_dataset(
     seed: int,
     bins: tuple[int, int],
     max_episodes: int,
-    plot: Path,
+    plot: Path | None,
+    dataset_format: str = "hdf5",
 ) -> Summary:
-    """Train the behaviour policies, roll them out, grid-filter the episodes, write the HDF5 and card."""
+    """Train the behaviour policies, roll them out, grid-filter the episodes, write the HDF5 file `out` (or, with
+    `dataset_format` ``minari``, record them as the Minari dataset `out` under the current Minari root) and the card
+    (unless `plot` is None)."""
     started_ray = ensure_ray()
     try:
         policies = []
@@ -261,8 +271,17 @@ def build_dataset(
     kept = grid_filter(costs, rewards, bins, max_episodes, np.random.default_rng([seed, FILTER_STREAM]))
     logger.info("grid filter kept %d of %d episodes", len(kept), len(episodes))
     arrays = {key: np.concatenate([episodes[i].arrays[key] for i in kept]) for key in KEYS}
-    write_dsrl_hdf5(out, arrays)
-    plot_card(plot, task, episodes, kept)
+    if dataset_format == "minari":
+        from data_conversion.minari_write import record_replays
+
+        record_replays(task, [(episodes[i].seed, episodes[i].arrays) for i in kept], str(out),
+                       algorithm_name=f"data_conversion.collect: PPO behaviour policies at cost penalties "
+                                      f"{', '.join(f'{p:g}' for p in penalties)}, {snapshots} snapshots each, "
+                                      f"rolled out with noise, grid-filtered (seed {seed})")
+    else:
+        write_dsrl_hdf5(out, arrays)
+    if plot is not None:
+        plot_card(plot, task, episodes, kept)
     return Summary(
         out=out,
         plot=plot,
@@ -299,7 +318,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--task", default="BallCircle", help="task short name or DSRL id, or a --task-file's")
     add_task_file_argument(parser)
-    parser.add_argument("--out", type=Path, required=True, help="output FILE.hdf5")
+    parser.add_argument("--out", type=Path, help="output FILE.hdf5 (--format hdf5)")
+    parser.add_argument("--format", choices=("hdf5", "minari"), default="hdf5", dest="dataset_format",
+                        help="a DSRL-format HDF5 file, or a Minari dataset recorded with Minari's DataCollector (the "
+                             "cost in infos['cost'])")
+    parser.add_argument("--dataset-id", metavar="ID",
+                        help="--format minari: the Minari dataset id, (namespace/)name-vN, written under "
+                             "$MINARI_DATASETS_PATH (default ~/.minari/datasets)")
     parser.add_argument(
         "--penalties",
         type=_floats,
@@ -324,9 +349,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="episodes kept at most by the grid filter (the per-cell cap is chosen to fit)",
     )
     parser.add_argument("--seed", type=int, default=0, help="seeds PPO, rollouts and the filter")
-    parser.add_argument("--plot", type=Path, help="dataset-card PNG; if not given, OUT with suffix .png")
+    parser.add_argument("--plot", type=Path,
+                        help="dataset-card PNG; if not given, OUT with suffix .png (none with --format minari)")
     parser.add_argument("--force", action="store_true", help="overwrite existing outputs")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.dataset_format == "hdf5" and (args.out is None or args.dataset_id is not None):
+        parser.error("--format hdf5 writes --out FILE.hdf5, and takes no --dataset-id")
+    if args.dataset_format == "minari" and (args.dataset_id is None or args.out is not None):
+        parser.error("--format minari writes the Minari dataset --dataset-id ID, and takes no --out")
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -337,6 +368,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if args.dataset_format == "minari":
+        return _collect_minari(args, task)
     plot = args.plot or args.out.with_suffix(".png")
     start = time.monotonic()
     try:  # both outputs claimed (refused if they exist without --force, or are being written) before any work
@@ -356,13 +389,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OutputExistsError, OutputNotWritableError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1 if isinstance(err, OutputExistsError) else 2
-    summary = replace(summary, out=args.out, plot=plot)
+    _report(replace(summary, out=args.out, plot=plot), start)
+    return 0
+
+
+def _report(summary: Summary, start: float) -> None:
+    plot = f" and {summary.plot}" if summary.plot is not None else ""
     print(
         f"wrote {summary.out} ({summary.episodes} of {summary.collected} episodes, {summary.rows} rows, "
         f"cost return {summary.cost_range[0]:g}..{summary.cost_range[1]:g}, reward return "
-        f"{summary.reward_range[0]:.1f}..{summary.reward_range[1]:.1f}) and {summary.plot} "
+        f"{summary.reward_range[0]:.1f}..{summary.reward_range[1]:.1f}){plot} "
         f"in {time.monotonic() - start:.0f} s"
     )
+
+
+def _collect_minari(args: argparse.Namespace, task: TaskSpec) -> int:
+    """``main`` for ``--format minari``: the Minari dataset (and the card, with ``--plot``) claimed before any work."""
+    from contextlib import ExitStack
+
+    from data_conversion.minari_format import datasets_root, minari_output
+    from rllib_caps.data.errors import DatasetError
+
+    start = time.monotonic()
+    try:
+        with ExitStack() as outputs:
+            plot_tmp = outputs.enter_context(atomic_files(args.plot, force=args.force))[0] if args.plot else None
+            outputs.enter_context(minari_output(args.dataset_id, command="data_conversion.collect", force=args.force))
+            summary = build_dataset(task, args.dataset_id, penalties=args.penalties, train_steps=args.train_steps,
+                                    snapshots=args.snapshots, episodes_per_snapshot=args.episodes_per_snapshot,
+                                    seed=args.seed, bins=tuple(args.bins), max_episodes=args.max_episodes,
+                                    plot=plot_tmp, dataset_format="minari")
+    except (OutputExistsError, OutputNotWritableError, DatasetError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    _report(replace(summary, out=datasets_root() / args.dataset_id, plot=args.plot), start)
     return 0
 
 

@@ -275,20 +275,32 @@ def _metadata(
     dsrl_filter: DsrlFilter | None,
     actions_clipped: int,
 ) -> dict:
-    ends = selection.terminateds | selection.truncateds
+    return {
+        "tool": "data_conversion.dsrl_to_parquet",
+        "tool_version": TOOL_VERSION,
+        "source": {"file": h5_path.name, "sha256": file_sha256(h5_path), "rows": reader.rows},
+        **rows_metadata(task, selection.rewards, selection.costs, selection.terminateds, selection.truncateds,
+                        actions_clipped),
+        "trailing_partial_episode_kept_as_truncated": selection.trailing_partial,
+        "dsrl_filter": dataclasses.asdict(dsrl_filter) if dsrl_filter else None,
+    }
+
+
+def rows_metadata(task: TaskSpec, rewards: np.ndarray, costs: np.ndarray, terminateds: np.ndarray,
+                  truncateds: np.ndarray, actions_clipped: int) -> dict:
+    """What every converter records in ``metadata.json`` about the rows it wrote for `task` (in order, each
+    episode's last row flagged in `terminateds` or `truncateds`): the task, sizes, action bounds, the episode
+    statistics that `conversion_warnings` and the checks read, and a declared task's spec (``declared_task_record``)."""
+    ends = terminateds | truncateds
     starts = np.flatnonzero(np.r_[True, ends[:-1]])
     lengths = np.diff(np.r_[starts, len(ends)])
     metadata = {
-        "tool": "data_conversion.dsrl_to_parquet",
-        "tool_version": TOOL_VERSION,
         "task": task.name,
         "task_id": task.id,
-        "source": {"file": h5_path.name, "sha256": file_sha256(h5_path), "rows": reader.rows},
         "rows": len(ends),
         "episodes": len(starts),
-        "terminated_episodes": int(selection.terminateds.sum()),
-        "truncated_episodes": int(selection.truncateds.sum()),
-        "trailing_partial_episode_kept_as_truncated": selection.trailing_partial,
+        "terminated_episodes": int(terminateds.sum()),
+        "truncated_episodes": int(truncateds.sum()),
         "columns": list(COLUMNS),
         "obs_dim": task.obs_dim,
         "act_dim": task.act_dim,
@@ -298,11 +310,10 @@ def _metadata(
             "env_high": list(task.action_high),
             "entries_clipped_to_bounds": actions_clipped,
         },
-        "episode_reward_return": _stats(np.add.reduceat(selection.rewards.astype(np.float64), starts)),
-        "episode_cost_return": _stats(np.add.reduceat(selection.costs.astype(np.float64), starts)),
+        "episode_reward_return": _stats(np.add.reduceat(rewards.astype(np.float64), starts)),
+        "episode_cost_return": _stats(np.add.reduceat(costs.astype(np.float64), starts)),
         "episode_length": _stats(lengths),
         "episodes_longer_than_max_steps": int((lengths > task.max_episode_steps).sum()),
-        "dsrl_filter": dataclasses.asdict(dsrl_filter) if dsrl_filter else None,
     }
     return metadata | declared_task_record(task, metadata)
 
@@ -348,9 +359,7 @@ def convert(
     if h5_path is None and spec.suite == CUSTOM_SUITE:
         raise ConversionError(f"--h5 is required for the declared task {spec.name}: DSRL has no file of it")
     out_dir = Path(out_dir)
-    low, high = np.asarray(spec.action_low, np.float64), np.asarray(spec.action_high, np.float64)
-    if not (np.isfinite(low).all() and np.isfinite(high).all() and (high > low).all()):
-        raise ConversionError(f"task {spec.name} has unbounded or empty action bounds {low}..{high}")
+    low, high = action_bounds(spec)
     try:
         if h5_path is not None:
             check_output(out_dir, "--out", {"--h5": h5_path})
@@ -362,6 +371,14 @@ def convert(
     except (OutputExistsError, OutputNotWritableError) as err:
         raise ConversionError(str(err)) from err
     return ConversionSummary(out_dir, metadata["rows"], metadata["episodes"], files, metadata, tuple(warnings))
+
+
+def action_bounds(task: TaskSpec) -> tuple[np.ndarray, np.ndarray]:
+    """`task`'s env action bounds as float64 arrays; a `ConversionError` if they are unbounded or empty."""
+    low, high = np.asarray(task.action_low, np.float64), np.asarray(task.action_high, np.float64)
+    if not (np.isfinite(low).all() and np.isfinite(high).all() and (high > low).all()):
+        raise ConversionError(f"task {task.name} has unbounded or empty action bounds {low}..{high}")
+    return low, high
 
 
 def _convert_into(tmp: Path, spec: TaskSpec, h5: Path, dsrl_filter: DsrlFilter | None,
@@ -377,13 +394,21 @@ def _convert_into(tmp: Path, spec: TaskSpec, h5: Path, dsrl_filter: DsrlFilter |
             tables = (bar.update(len(t)) or t for t in _tables(reader, selection, low, high, counts, chunk_rows))
             files = write_parquet_parts(tables, tmp / DATA_DIR, part_rows)
         metadata = _metadata(spec, h5, reader, selection, dsrl_filter, counts["actions_clipped"])
-        metadata["files"] = {name: file_sha256(tmp / DATA_DIR / name) for name in files}
-        warnings = conversion_warnings(spec, metadata)
-        if strict and warnings:
-            raise ConversionError(f"{h5}: refused under --strict: " + "; ".join(warnings))
-        metadata[CONVERSION_WARNINGS] = warnings  # check_dataset repeats them whenever the dataset is used
-        (tmp / METADATA_FILE).write_text(json.dumps(metadata, indent=2, sort_keys=True) + "\n")
+        warnings = write_metadata(tmp, spec, metadata, files, strict=strict, source=h5)
     return metadata, files, warnings
+
+
+def write_metadata(tmp: Path, task: TaskSpec, metadata: dict, files: tuple[str, ...], *, strict: bool,
+                   source: str | Path) -> list[str]:
+    """Adds the Parquet `files`' checksums and the `conversion_warnings` to `metadata` and writes it into the
+    converted dataset `tmp`; returns the warnings. Under `strict` a warning is a `ConversionError` naming `source`."""
+    metadata["files"] = {name: file_sha256(tmp / DATA_DIR / name) for name in files}
+    warnings = conversion_warnings(task, metadata)
+    if strict and warnings:
+        raise ConversionError(f"{source}: refused under --strict: " + "; ".join(warnings))
+    metadata[CONVERSION_WARNINGS] = warnings  # check_dataset repeats them whenever the dataset is used
+    (tmp / METADATA_FILE).write_text(json.dumps(metadata, indent=2, sort_keys=True) + "\n")
+    return warnings
 
 
 def conversion_warnings(task: TaskSpec, metadata: dict) -> list[str]:
@@ -397,6 +422,10 @@ def conversion_warnings(task: TaskSpec, metadata: dict) -> list[str]:
     if longer:
         warnings.append(f"{longer} episodes are longer than the task's {task.max_episode_steps} steps "
                         "(another task's data, or missing episode ends?)")
+    unflagged = metadata.get("episodes_ended_without_flag_kept_as_truncated")  # episodes of a Minari dataset
+    if unflagged:
+        warnings.append(f"{unflagged} episodes end with neither a termination nor a truncation and were kept as "
+                        "truncated")
     flagged = metadata["terminated_episodes"] + metadata["truncated_episodes"]
     if flagged == int(metadata["trailing_partial_episode_kept_as_truncated"]):  # only the end of the file
         warnings.append("the file has no terminal or time-out flags: the whole file is read as one episode")
