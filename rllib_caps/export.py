@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
                     calibrate_for_export(policy, Path(calibration_data), args.calibrate_cost, verify=args.verify)
                 except ValueError as err:
                     raise ValueError(f"--data {err}") from err
-            metadata = export_onnx(policy.module, model_tmp)
+            metadata = export_onnx(policy.module, model_tmp, args.calibrate_cost or "")
             card_tmp.write_text(policy_card(policy.module, model=out, checkpoint=checkpoint, data=data,
                                             evaluation=checkpoint_evaluation(checkpoint), metadata=metadata))
             for path in runtime_tmp:

@@ -75,21 +75,23 @@ def graph_opset(proto: onnx.ModelProto) -> int:
     return next(o.version for o in proto.opset_import if o.domain in ("", "ai.onnx"))
 
 
-def model_metadata(module: nn.Module, proto: onnx.ModelProto) -> dict[str, str]:
+def model_metadata(module: nn.Module, proto: onnx.ModelProto, calibration: str = "") -> dict[str, str]:
     """What the ONNX file records about the policy (``custom_metadata_map`` in ONNX Runtime): the module's settings,
-    the head selection and Q^c shift the graph acts with, the opset, and the inputs' and outputs' shapes (``shapes``:
-    JSON of ``graph_signature``)."""
+    the head selection and Q^c shift the graph acts with (``cost_calibration``: the mode the shift was set by at
+    export, empty for the checkpoint's own), the opset, and the inputs' and outputs' shapes (``shapes``: JSON of
+    ``graph_signature``)."""
     return {"algorithm": "caps", "backbone": module.backbone, "num_heads": str(module.num_heads),
             "task": module.model_config.get("task") or "", "horizon": str(module.horizon),
             "cost_gamma": repr(module.cost_gamma), "time_aware": str(module.time_aware).lower(),
             "head_selection": module.head_selection, "cost_shift": repr(module.cost_shift),
+            "cost_calibration": calibration,
             "opset": str(graph_opset(proto)), "inputs": ",".join(INPUTS), "outputs": ",".join(OUTPUTS),
             "shapes": json.dumps(graph_signature(proto))}
 
 
-def export_onnx(module: nn.Module, path: Path) -> dict[str, str]:
+def export_onnx(module: nn.Module, path: Path, calibration: str = "") -> dict[str, str]:
     """Writes the switching policy of a CAPS ``module`` to ``path`` as one ONNX graph with a dynamic batch axis;
-    returns the metadata recorded in it (``model_metadata``)."""
+    returns the metadata recorded in it (``model_metadata``; ``calibration``: how the shift was set at export)."""
     graph = SwitchingGraph(module.eval()).eval()
     batch = 2  # not 1: the exporter would specialise a batch of one
     example = (torch.zeros(batch, *module.observation_space.shape), torch.zeros(batch, dtype=torch.float64),
@@ -102,7 +104,7 @@ def export_onnx(module: nn.Module, path: Path) -> dict[str, str]:
                                     output_names=list(OUTPUTS), dynamic_shapes=tuple({0: dim} for _ in INPUTS),
                                     verbose=False)
     proto = program.model_proto
-    metadata = model_metadata(module, proto)
+    metadata = model_metadata(module, proto, calibration)
     onnx.helper.set_model_props(proto, metadata)
     onnx.checker.check_model(proto)
     onnx.save_model(proto, str(path))
@@ -158,8 +160,11 @@ def policy_card(module: nn.Module, *, model: Path, checkpoint: Path, data: dict[
              f"- **Algorithm**: CAPS({BACKBONES.get(module.backbone, module.backbone)}), K = {module.num_heads} "
              f"heads, hidden {list(cfg['hidden'])}, critics' time limit {cfg.get('time_limit', 'bootstrap')}, cost "
              f"γ {module.cost_gamma:g}, training seed {cfg.get('seed')}",
-             f"- **Switching**: head selection `{metadata['head_selection']}`; the rule reads Q^c − "
-             f"{float(metadata['cost_shift']):.6g} (the cost shift, in the graph)"]
+             f"- **Switching**: head selection `{metadata['head_selection']}`; cost shift "
+             f"{float(metadata['cost_shift']):.6g} (the rule reads Q^c − shift; "
+             + (f"set at export by cost calibration `{metadata['cost_calibration']}`, so the evaluation below, "
+                "recorded with the checkpoint, did not act with it)" if metadata["cost_calibration"] else
+                "the checkpoint's)")]
     if data is None:
         lines.append("- **Training data**: not recorded in the checkpoint")
     else:
