@@ -233,6 +233,21 @@ def test_export_flags_are_checked_before_the_checkpoint_loads(tmp_path, capsys) 
     assert runtime.read_text() == "# an older runtime\n"
 
 
+def test_loading_a_checkpoint_prints_no_deprecation_of_a_call_it_does_not_make(tmp_path) -> None:
+    """A fresh process's first RLModule logs RLlib's notice of ``RLModule(config=...)`` (RLlib builds an
+    ``RLModuleConfig`` itself): ``CAPSPolicy.from_checkpoint`` (as ``evaluate`` and ``report`` load checkpoints)
+    prints nothing, while RLlib's other deprecation notices still do."""
+    checkpoint = untrained_checkpoint(tmp_path / "ckpt")
+    code = ("import sys; from rllib_caps.algorithms.caps.policy import CAPSPolicy; "
+            "CAPSPolicy.from_checkpoint(sys.argv[1]); "
+            "from ray._common.deprecation import deprecation_warning; deprecation_warning('another_call()')")
+    proc = subprocess.run([sys.executable, "-c", code, str(checkpoint)], capture_output=True, text=True,
+                          timeout=120, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert [line.split(" -- ", 1)[-1] for line in proc.stderr.splitlines() if "deprecated" in line] == [
+        "DeprecationWarning: `another_call()` has been deprecated. This will raise an error in the future!"]
+
+
 @pytest.mark.parametrize("num_envs", [None, 2])
 @pytest.mark.parametrize("value", [3.0, 0, np.inf, -1.0, np.nan, "3", None, True, [0.5, 0.0], np.array([1.0, -2.0])])
 def test_runtime_checks_budget_inputs_as_caps_policy_does(value, num_envs) -> None:
