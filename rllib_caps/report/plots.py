@@ -154,6 +154,7 @@ def kappa_plot(rows: Sequence[Row], records: Sequence[TrialRecord],
             ax.plot(list(curve), values, marker=marker, color=colour, label=config)
     for task, (reward_ax, cost_ax) in axes.items():
         cost_ax.axhline(1.0, color="tab:red", linewidth=1, linestyle=":")
+        cost_ax.set_ylim(0.0, max(cost_ax.get_ylim()[1], 1.1))  # from 0, the line at cost 1 within
         reward_ax.set(title=task, ylabel="normalised reward")
         cost_ax.set(xlabel="cost limit κ", ylabel="normalised cost")
         reward_ax.tick_params(labelbottom=True)
@@ -188,7 +189,7 @@ def head_usage_plot(rows: Sequence[Row]) -> Plot:
     rows = [r for r in rows if r.head_usage]
     shades = head_shades(rows)
     bars = max(sum(len(r.head_usage) + 1 for r in rows if r.task == task) for task in _tasks(rows))
-    fig, axes = _panels(_tasks(rows), width=max(4.0, 0.55 * bars), height=3.6, max_cols=2 if bars > 8 else 4)
+    fig, axes = _panels(_tasks(rows), width=max(4.0, 0.55 * bars), height=3.6, max_cols=2 if bars > 4 else 4)
     handles: dict[str, Any] = {}
     ticks: dict[str, dict[int, str]] = defaultdict(dict)  # task -> bar position -> its κ
     for row in rows:
@@ -205,7 +206,7 @@ def head_usage_plot(rows: Sequence[Row]) -> Plot:
         ax.set_xticks(list(ticks[task]), list(ticks[task].values()), fontsize="small")
         ax.set(title=task, ylabel="fraction of steps", ylim=(0, 1.15), yticks=np.linspace(0, 1, 6),
                xlim=(-0.6, max(ticks[task]) + 0.6))
-    fig.legend(list(handles.values()), list(handles), fontsize="x-small", loc="upper left", bbox_to_anchor=(1.0, 0.9),
+    fig.legend(list(handles.values()), list(handles), fontsize="x-small", loc="center left", bbox_to_anchor=(1.0, 0.5),
                frameon=False)
     return Plot(fig, f"{_subject(rows)}: head usage per threshold κ (darkest: reward head 0 … lightest: cost "
                      "head K−1)")
