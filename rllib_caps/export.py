@@ -21,8 +21,6 @@ FORMATS = ("onnx",)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    from rllib_caps.algorithms.caps.calibration import CALIBRATIONS
-
     p = argparse.ArgumentParser(
         prog="python -m rllib_caps.export",
         description="Export a trained CAPS checkpoint (either backbone, any K) as one ONNX graph: every head's actor, "
@@ -37,7 +35,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", required=True, help="model file to write (atomically), e.g. policy.onnx; the card goes "
                                                 "to the same path with the suffix .md, the runtime beside them as "
                                                 "onnx_runtime.py")
-    p.add_argument("--calibrate-cost", metavar="MODE", choices=CALIBRATIONS,
+    p.add_argument("--calibrate-cost", metavar="MODE",  # checked in main: CALIBRATIONS' import is not instant
                    help="before exporting, set the shift of the cost critic from its bias on the dataset (--data): "
                         "'pessimism' removes measured pessimism only, 'mean' the bias either way, 'none' no shift "
                         "(as evaluate --calibrate-cost). Default: the checkpoint's shift. The graph acts with it; the "
@@ -54,6 +52,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     divert_library_notices()
+    from rllib_caps.algorithms.caps.calibration import CALIBRATIONS
     from rllib_caps.algorithms.caps.export import (
         RUNTIME_FILE,
         calibrate_for_export,
@@ -75,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
         if out.suffix == ".md" or out.name == RUNTIME_FILE:
             raise ValueError(f"--out {args.out}: the policy card takes the suffix .md and the runtime the name "
                              f"{RUNTIME_FILE}; name the model e.g. {out.with_suffix('.onnx').name}")
+        if args.calibrate_cost not in (None, *CALIBRATIONS):
+            raise ValueError(f"--calibrate-cost {args.calibrate_cost}: choose one of {', '.join(CALIBRATIONS)}")
         if args.data and args.calibrate_cost is None:
             raise ValueError("--data is the dataset of --calibrate-cost: give --calibrate-cost MODE, or leave out "
                              "--data")

@@ -216,6 +216,7 @@ def test_export_flags_are_checked_before_the_checkpoint_loads(tmp_path, capsys) 
     obstacle (several models may share a directory)."""
     checkpoint, out = str(untrained_checkpoint(tmp_path / "ckpt")), tmp_path / "bundle" / "policy.onnx"
     for argv, message in ((["--data", str(BUNDLED)], "--data is the dataset of --calibrate-cost"),
+                          (["--calibrate-cost", "half"], "--calibrate-cost half: choose one of none, mean, pessimism"),
                           (["--calibrate-cost", "mean", "--data", str(tmp_path / "missing")],
                            f"--data {tmp_path / 'missing'}")):
         assert export_main(["--checkpoint", checkpoint, "--out", str(out), *argv]) == 2
