@@ -165,7 +165,9 @@ def prepare_datasets(tasks: Sequence[TaskSpec], out_root: str | Path, source: So
     waiting = [t.name for t in tasks]
     running: dict[Any, tuple[str, str]] = {}  # ref -> (stage, task)
     limit = jobs or len(tasks)
-    with tqdm(total=0, unit="B", unit_scale=True, desc=f"0/{len(tasks)} tasks", disable=not progress) as bar:
+    # None: no bar where stderr is no terminal (a log file, CI), whose lines the bar's carriage returns would run into
+    with tqdm(total=0, unit="B", unit_scale=True, desc=f"0/{len(tasks)} tasks", disable=None if progress else True,
+              file=sys.stderr) as bar:
         while waiting or running:
             while waiting and len(running) < limit:
                 name = waiting.pop(0)
@@ -200,7 +202,7 @@ def prepare_datasets(tasks: Sequence[TaskSpec], out_root: str | Path, source: So
             outcome.seconds = time.perf_counter() - started[name]
             bar.update(outcome.bytes)
             done = sum(o.ready or bool(o.message) for o in outcomes.values())
-            bar.set_description(f"{done}/{len(tasks)} tasks")
+            bar.set_description_str(f"{done}/{len(tasks)} tasks")  # not set_description: its ": " doubles tqdm's
             if outcome.message:
                 tqdm.write(f"error: {name}: {outcome.message}", file=sys.stderr)
     return [outcomes[t.name] for t in tasks]

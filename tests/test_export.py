@@ -1,14 +1,19 @@
 """ONNX export of CAPS (``python -m rllib_caps.export``): the exported graph under ONNX Runtime acts as
 ``CAPSPolicy`` does (same head at every step, actions within 1e-5) on real BallCircle episodes, for both backbones
-and K = 2 and 4, in a subprocess where torch, Ray and rllib_caps cannot be imported; the policy card; bad input."""
+and K = 2 and 4, in a subprocess where torch, Ray and rllib_caps cannot be imported; the bundle (model, card and
+runtime) copied alone to another directory runs the same way, with the Q^c shift of ``--calibrate-cost``; the
+policy card and the model's metadata; bad input."""
 
 from __future__ import annotations
 
 import json
+import math
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -23,9 +28,10 @@ REPO = Path(__file__).resolve().parents[1]
 BUNDLED = REPO / "datasets" / "BallCircle"
 RUNTIME = REPO / "rllib_caps" / "onnx_runtime.py"
 
-# Serves ONNXCAPSPolicy over stdin/stdout, one JSON object a line, with torch, Ray and rllib_caps unimportable.
+# Serves ONNXCAPSPolicy over stdin/stdout, one JSON object a line, with torch, Ray and rllib_caps unimportable: run
+# with -I (no PYTHONPATH, no user site), it imports onnx_runtime from the directory argv[1] as a user would.
 SERVER = r"""
-import importlib.abc, importlib.util, json, sys
+import importlib.abc, json, sys
 
 class Blocker(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
@@ -33,10 +39,9 @@ class Blocker(importlib.abc.MetaPathFinder):
             raise ImportError(f"{name} is blocked: the ONNX runtime must not need it")
 
 sys.meta_path.insert(0, Blocker())
-spec = importlib.util.spec_from_file_location("caps_onnx_runtime", sys.argv[1])
-runtime = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(runtime)
-policy = runtime.ONNXCAPSPolicy(sys.argv[2])
+sys.path.insert(0, sys.argv[1])
+from onnx_runtime import ONNXCAPSPolicy
+policy = ONNXCAPSPolicy(sys.argv[2])
 blocked = [m for m in sys.modules if m.split(".")[0] in ("torch", "ray", "rllib_caps")]
 print(json.dumps({"ready": True, "loaded": blocked}), flush=True)
 for line in sys.stdin:
@@ -51,11 +56,12 @@ for line in sys.stdin:
 
 
 class BlockedRuntime:
-    """``ONNXCAPSPolicy`` in a subprocess whose torch, ray and rllib_caps imports raise."""
+    """``ONNXCAPSPolicy`` of ``runtime_dir``'s ``onnx_runtime.py`` in an isolated subprocess (``python -I``, in the
+    model's directory) whose torch, ray and rllib_caps imports raise."""
 
-    def __init__(self, model: Path) -> None:
-        self.process = subprocess.Popen([sys.executable, "-c", SERVER, str(RUNTIME), str(model)], text=True,
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    def __init__(self, model: Path, runtime_dir: Path = RUNTIME.parent) -> None:
+        self.process = subprocess.Popen([sys.executable, "-I", "-c", SERVER, str(runtime_dir), model.name], text=True,
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=model.parent)
         hello = self._read()
         assert hello == {"ready": True, "loaded": []}, hello
 
@@ -130,6 +136,117 @@ def test_runtime_refuses_acting_without_a_budget_and_bad_inputs(tmp_path) -> Non
         policy.act(np.zeros((2, OBS), np.float32), np.array([0.0, np.nan]))
     with pytest.raises(ValueError, match="boolean mask"):
         policy.reset_envs(np.array([0, 1]))
+
+
+def untrained_checkpoint(path: Path) -> Path:
+    """A CAPS checkpoint of BallCircle's spaces as training writes its policy files and manifest, untrained and
+    without Ray (all that export reads of a checkpoint), recording the bundled dataset as its training data."""
+    from rllib_caps.algorithms.caps.torch.default_caps_torch_rl_module import DefaultCAPSTorchRLModule
+    from rllib_caps.core.deployment import save_policy
+    from rllib_caps.envs import get_task
+    from rllib_caps.utils.manifest import write_manifest
+
+    torch.manual_seed(0)
+    task = get_task("BallCircle")
+    module = DefaultCAPSTorchRLModule(
+        observation_space=gym.spaces.Box(-np.inf, np.inf, (task.obs_dim,), np.float32),
+        action_space=gym.spaces.Box(-1.0, 1.0, (task.act_dim,), np.float32),
+        model_config={"hidden": [16, 16], "num_heads": 3, "shared_actor": True, "learn_std": True,
+                      "cost_maximize": False, "gamma": 0.99, "horizon": 200, "task": "BallCircle", "seed": 0,
+                      "head_selection": "head_order"})
+    path.mkdir(parents=True)
+    save_policy(module, path, training_data=str(BUNDLED / "data"))
+    write_manifest(path)
+    return path
+
+
+def test_the_bundle_copied_alone_runs_with_numpy_and_onnxruntime_only(tmp_path) -> None:
+    """``export --calibrate-cost mean`` (no ``--format``) writes the model, its card and ``onnx_runtime.py``; copied
+    alone elsewhere, the bundle acts in ``python -I`` with torch, Ray and rllib_caps blocked as ``CAPSPolicy`` does
+    with the same shift; the metadata and the card record the graph's shapes, the head selection, the shift and the
+    opset, and no absolute path."""
+    from rllib_caps.algorithms.caps.calibration import calibrate_cost_critic
+    from rllib_caps.algorithms.caps.critic_calibration import calibration_columns
+
+    checkpoint = untrained_checkpoint(tmp_path / "ckpt")
+    bundle = tmp_path / "bundle"
+    assert export_main(["--checkpoint", str(checkpoint), "--out", str(bundle / "policy.onnx"),
+                        "--calibrate-cost", "mean"]) == 0
+    assert sorted(p.name for p in bundle.iterdir()) == ["onnx_runtime.py", "policy.md", "policy.onnx"]
+    assert (bundle / "onnx_runtime.py").read_text() == RUNTIME.read_text()
+    elsewhere = shutil.copytree(bundle, tmp_path / "elsewhere" / "bundle")
+    shutil.rmtree(bundle)
+
+    expected = CAPSPolicy.from_checkpoint(checkpoint)
+    shift = calibrate_cost_critic(expected, calibration_columns(BUNDLED / "data"), "mean")
+    assert shift < -1.0  # an untrained Q^c (about 0) against BallCircle's realised cost-to-go: a shift to record
+    metadata = ONNXCAPSPolicy(elsewhere / "policy.onnx").session.get_modelmeta().custom_metadata_map
+    assert {k: metadata[k] for k in ("head_selection", "cost_calibration", "opset")} == {
+        "head_selection": "head_order", "cost_calibration": "mean", "opset": "18"}
+    assert math.isclose(float(metadata["cost_shift"]), shift, rel_tol=1e-6)
+    shapes = {"obs": "float32 [batch, 8]", "cost_spent": "float64 [batch]", "step": "int64 [batch]",
+              "kappa": "float64 [batch]", "action": "float32 [batch, 2]", "head": "int64 [batch]"}
+    assert json.loads(metadata["shapes"]) == shapes
+    card = (elsewhere / "policy.md").read_text()
+    assert all(f"| `{name}` | {'output' if name in ('action', 'head') else 'input'} | {shape} |" in card
+               for name, shape in shapes.items()) and "(B, D)" not in card
+    assert "head selection `head_order`" in card and f"cost shift {float(metadata['cost_shift']):.6g}" in card
+    assert "ONNX opset 18" in card and "from onnx_runtime import ONNXCAPSPolicy" in card
+    assert str(tmp_path) not in card and "`../ckpt`" in card  # relative to the bundle as exported
+
+    runtime, rng, heads = BlockedRuntime(elsewhere / "policy.onnx", elsewhere), np.random.default_rng(0), set()
+    for kappa in (0.0, 20.0):
+        expected.reset(kappa)
+        runtime.request(reset=kappa)
+        cost = 0.0
+        for _ in range(15):
+            obs = rng.normal(size=8).astype(np.float32)
+            reply = runtime.request(obs=obs.tolist(), cost=cost)
+            np.testing.assert_allclose(reply["action"], expected.act(obs, cost), rtol=0, atol=1e-5)
+            assert reply["head"] == int(expected.last_heads[0])
+            heads.add(reply["head"])
+            cost = float(rng.uniform(0, 0.5))
+    runtime.close()
+    assert len(heads) > 1
+
+
+def test_export_flags_are_checked_before_the_checkpoint_loads(tmp_path, capsys) -> None:
+    """``--data`` without ``--calibrate-cost``, a missing ``--data``, and another ``onnx_runtime.py`` where the
+    bundle goes (without ``--force``) are one-line errors; nothing is written. The same runtime there already is no
+    obstacle (several models may share a directory)."""
+    checkpoint, out = str(untrained_checkpoint(tmp_path / "ckpt")), tmp_path / "bundle" / "policy.onnx"
+    for argv, message in ((["--data", str(BUNDLED)], "--data is the dataset of --calibrate-cost"),
+                          (["--calibrate-cost", "half"], "--calibrate-cost half: choose one of none, mean, pessimism"),
+                          (["--calibrate-cost", "mean", "--data", str(tmp_path / "missing")],
+                           f"--data {tmp_path / 'missing'}")):
+        assert export_main(["--checkpoint", checkpoint, "--out", str(out), *argv]) == 2
+        assert message in capsys.readouterr().err
+        assert not out.parent.exists()
+    out.parent.mkdir()
+    runtime = out.with_name("onnx_runtime.py")
+    runtime.write_text(RUNTIME.read_text())
+    assert export_main(["--checkpoint", str(tmp_path / "missing"), "--out", str(out)]) == 2
+    assert "--checkpoint" in capsys.readouterr().err  # claimed the outputs, then found no checkpoint
+    runtime.write_text("# an older runtime\n")
+    assert export_main(["--checkpoint", checkpoint, "--out", str(out)]) == 2
+    assert f"{runtime}: already exists (use --force" in capsys.readouterr().err
+    assert sorted(p.name for p in out.parent.iterdir()) == ["onnx_runtime.py"]
+    assert runtime.read_text() == "# an older runtime\n"
+
+
+def test_loading_a_checkpoint_prints_no_deprecation_of_a_call_it_does_not_make(tmp_path) -> None:
+    """A fresh process's first RLModule logs RLlib's notice of ``RLModule(config=...)`` (RLlib builds an
+    ``RLModuleConfig`` itself): ``CAPSPolicy.from_checkpoint`` (as ``evaluate`` and ``report`` load checkpoints)
+    prints nothing, while RLlib's other deprecation notices still do."""
+    checkpoint = untrained_checkpoint(tmp_path / "ckpt")
+    code = ("import sys; from rllib_caps.algorithms.caps.policy import CAPSPolicy; "
+            "CAPSPolicy.from_checkpoint(sys.argv[1]); "
+            "from ray._common.deprecation import deprecation_warning; deprecation_warning('another_call()')")
+    proc = subprocess.run([sys.executable, "-c", code, str(checkpoint)], capture_output=True, text=True,
+                          timeout=120, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert [line.split(" -- ", 1)[-1] for line in proc.stderr.splitlines() if "deprecated" in line] == [
+        "DeprecationWarning: `another_call()` has been deprecated. This will raise an error in the future!"]
 
 
 @pytest.mark.parametrize("num_envs", [None, 2])
@@ -266,4 +383,5 @@ def test_bad_input_is_a_clear_error_and_leaves_nothing_behind(exported, tmp_path
         assert "use --force" in capsys.readouterr().err and out.read_text() == "keep"
     assert export_main(["--checkpoint", checkpoint, "--format", "onnx", "--out", str(out), "--force"]) == 0
     assert ONNXCAPSPolicy(out).num_heads == 2 and out.with_suffix(".md").is_file()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["policy.md", "policy.onnx"]  # no temporary files left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["onnx_runtime.py", "policy.md", "policy.onnx"]  # no
+    # temporary files left

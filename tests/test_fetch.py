@@ -230,6 +230,7 @@ def test_server_down_one_line_per_task_and_nonzero_exit(ray_address: str, tmp_pa
         assert f"127.0.0.1:{port}" in lines[0] and "HF_ENDPOINT" in lines[0]
         assert any(line.split()[:1] == [task] and line.split()[-1] == "failed" for line in proc.stdout.splitlines())
     assert "2 of 2 tasks not ready: BallCircle, CarRun" in proc.stderr
+    assert "\r" not in proc.stderr  # no progress bar where stderr is no terminal: no line it runs into
     assert not (tmp_path / "data").exists() or not any((tmp_path / "data").iterdir())
 
 

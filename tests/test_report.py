@@ -4,6 +4,7 @@ seeds and thresholds, safe/unsafe marks, the best safe configuration, suite aver
 import csv
 import io
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -86,6 +87,10 @@ def test_write_report_files_and_csv(tmp_path: Path) -> None:
     assert {"report.md", "main_table.md", "main_table.csv", "main_table.tex", "reward_cost.png", "kappa.png",
             "head_usage.png"} <= names
     assert all((report.out_dir / n).stat().st_size > 10_000 for n in names if n.endswith(".png"))
+    markdown = (report.out_dir / "report.md").read_text()
+    for png in (n for n in names if n.endswith(".png")):  # every figure shown, by its relative path, with a caption
+        (caption,) = re.findall(rf"^!\[(.+)\]\({re.escape(png)}\)$", markdown, re.MULTILINE)
+        assert f"\n*{caption}*\n" in markdown, png
     assert "metadrive-simulator 0.4.3" in report.markdown  # the fidelity caveat, since MetaDrive rows exist
     assert "easysparse_K4_seed10" in report.markdown  # the unfinished trial is named
     rows = list(csv.DictReader(io.StringIO((report.out_dir / "main_table.csv").read_text())))

@@ -6,6 +6,13 @@ state) and ``spec.json`` (its class name, spaces, ``model_config`` and training 
 from the files, unlike RLlib's own pickled module files, so a checkpoint can be deployed, evaluated, exported and
 reported on from an untrusted source; the class must be one the caller names (the registry's deployable modules).
 Both files are checked against the checkpoint's ``manifest.json`` first.
+
+Ray 2.60's ``RLModule.__init__`` builds a deprecated ``RLModuleConfig`` itself on every construction (rl_module.py,
+line 463), so the first module of every process logs RLlib's "``RLModule(config=[RLModuleConfig object])`` has
+been deprecated" although the module is built with the keywords it asks for (``RLModuleSpec.build``: observation
+space, action space, model config). ``build_module`` tells Ray's ``log_once`` that the notice was given, so
+``evaluate``, ``report`` and ``CAPSPolicy.from_checkpoint`` print nothing for a call they do not make; every other
+notice is untouched.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import numpy as np
 import torch
 from ray.rllib.core.rl_module.rl_module import RLModule, RLModuleSpec
 from ray.rllib.utils.spaces.space_utils import unsquash_action
+from ray.util import log_once
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
@@ -30,6 +38,7 @@ POLICY_DIR = "policy"  # in every checkpoint: the deployable module, pickle-free
 WEIGHTS_FILE = "weights.safetensors"
 SPEC_FILE = "spec.json"
 SPEC_FORMAT = "rllib-caps-policy/1"
+RLMODULE_CONFIG_NOTICE = "RLModule(config=[RLModuleConfig object])"  # the log_once key of RLlib's notice
 
 
 def class_name(cls: type) -> str:
@@ -91,6 +100,13 @@ def policy_spec(path: str | Path) -> dict[str, Any]:
     return spec
 
 
+def build_module(spec: RLModuleSpec) -> RLModule:
+    """``spec.build()``, the keyword construction RLlib asks for, with its notice about a ``config=`` construction
+    that no caller made (RLlib's own ``RLModuleConfig``, see the module's docstring) marked as given."""
+    log_once(RLMODULE_CONFIG_NOTICE)
+    return spec.build()
+
+
 def load_module(path: str | Path, module_classes: Sequence[type[RLModule]], *, verify: bool = True) -> RLModule:
     """The module of the checkpoint at ``path`` on CPU, built from its ``policy/`` files as one of
     ``module_classes`` (the spec names which), after checking the files against the checkpoint's ``manifest.json``
@@ -105,9 +121,9 @@ def load_module(path: str | Path, module_classes: Sequence[type[RLModule]], *, v
         raise CheckpointError(f"{spec_file}: holds a {spec.get('module_class')}, not one of {', '.join(known)}")
     weights = spec_file.with_name(WEIGHTS_FILE)
     try:
-        module = RLModuleSpec(module_class=module_class, observation_space=_space(spec["observation_space"]),
-                              action_space=_space(spec["action_space"]),
-                              model_config=spec["model_config"]).build()
+        module = build_module(RLModuleSpec(
+            module_class=module_class, observation_space=_space(spec["observation_space"]),
+            action_space=_space(spec["action_space"]), model_config=spec["model_config"]))
         module.set_state(load_file(str(weights)))
     except (OSError, SafetensorError, KeyError, TypeError, ValueError) as err:
         raise CheckpointError(f"{weights}: cannot load the module ({type(err).__name__}: {err}); if another "

@@ -20,6 +20,9 @@ EXPERIMENT_DIR/report/ atomically:
   the shift it acts with (``rllib_caps.algorithms.caps.critic_calibration``).
 - ``learning_<Task>.png`` per task: training losses and the evaluations during training (``--eval-every``)
   against gradient steps, per seed and their mean (``rllib_caps.report.curves``).
+
+``report.md`` holds the tables and shows every PNG (its name relative to the report, with a caption) in its
+"Figures" section, the extension's PNGs under their own section.
 """
 
 from __future__ import annotations
@@ -60,13 +63,19 @@ class Report:
     unfinished: list[Path]  # trial directories without an evaluation
 
 
+def figure_markdown(name: str, caption: str) -> str:
+    """A PNG of the report shown in ``report.md`` (beside it, so its name is its relative path), caption below."""
+    return f"![{caption}]({name})\n\n*{caption}*"
+
+
 def build_markdown(table: MainTable, unfinished: Sequence[Path], cost_limits: CostLimitTable | None,
                    ablations: Sequence[AblationTable] = (),
                    skipped_checkpoints: Mapping[str, str] | None = None,
-                   sections: Sequence[ReportSection] = (), kept_limits: tuple[Path, int] | None = None
-                   ) -> str:
+                   sections: Sequence[ReportSection] = (), kept_limits: tuple[Path, int] | None = None,
+                   figures: Mapping[str, str] | None = None) -> str:
     """``kept_limits``: the previous ``cost_limits.json`` the cost-limit table was kept from, and how many checkpoints
-    it lacks."""
+    it lacks; ``figures``: the report's PNGs (file name -> caption), shown in a "Figures" section (a section's own
+    PNGs, named in its ``files``, are shown in it, captioned with its title)."""
     algos = sorted({get_algorithm(r.algo).display_name for r in table.rows})
     title = algos[0] if len(algos) == 1 else "Main table"
     parts = [f"## {title}: normalised reward and cost", "", format_markdown(table, ci=True)]
@@ -88,8 +97,14 @@ def build_markdown(table: MainTable, unfinished: Sequence[Path], cost_limits: Co
     if skipped_checkpoints:
         parts += ["", f"{len(skipped_checkpoints)} checkpoint(s) failed their integrity check and are left out of "
                   "the cost-limit table: " + "; ".join(skipped_checkpoints.values())]
+    if figures:
+        parts += ["", "## Figures"]
+        for name, caption in figures.items():
+            parts += ["", figure_markdown(name, caption)]
     for section in sections:
         parts += ["", f"## {section.title}", "", section.markdown]
+        for name in (n for n in section.files if n.endswith(".png")):
+            parts += ["", figure_markdown(name, f"{section.title}: {Path(name).stem}")]
     return "\n".join(parts)
 
 
@@ -125,12 +140,7 @@ def _write_tables_and_plots(records: list[TrialRecord], unfinished: Sequence[Pat
                             cost_limits: bool, episodes: int, jobs: int, verify: bool) -> str:
     """Computes the tables (the cost-limit one with rollouts, or kept from the report at ``out_dir`` it replaces)
     and writes them and the plots into ``tmp``; the report's Markdown."""
-    from rllib_caps.report.plots import (
-        plot_head_usage,
-        plot_kappa,
-        plot_learning_curves,
-        plot_reward_cost,
-    )
+    from rllib_caps.report.plots import head_usage_plot, kappa_plot, learning_curves_plot, reward_cost_plot
 
     table = MainTable(summarize(records))
     limits_table = evaluations = skipped = kept_limits = None
@@ -146,7 +156,15 @@ def _write_tables_and_plots(records: list[TrialRecord], unfinished: Sequence[Pat
     sections = [section for algo in dict.fromkeys(r.algo for r in deployed)
                 for section in get_algorithm(algo).extension.report_sections([r for r in deployed if r.algo == algo],
                                                                              verify=verify)]
-    markdown = build_markdown(table, unfinished, limits_table, ablations, skipped, sections, kept_limits)
+    plots = {"reward_cost.png": lambda: reward_cost_plot(table.rows),
+             "kappa.png": lambda: kappa_plot(table.rows, deployed if evaluations is not None else records,
+                                             evaluations)}
+    if any(row.head_usage for row in table.rows):
+        plots["head_usage.png"] = lambda: head_usage_plot(table.rows)
+    for task, lines in load_curves(deployed).items():
+        plots[f"learning_{task}.png"] = lambda task=task, lines=lines: learning_curves_plot(task, lines)
+    figures = {name: plot().save(tmp / name) for name, plot in plots.items()}  # one figure open at a time
+    markdown = build_markdown(table, unfinished, limits_table, ablations, skipped, sections, kept_limits, figures)
     (tmp / "report.md").write_text(markdown + "\n")
     (tmp / "main_table.md").write_text(format_markdown(table, ci=True) + "\n")
     (tmp / "main_table.csv").write_text(format_csv(table))
@@ -158,12 +176,6 @@ def _write_tables_and_plots(records: list[TrialRecord], unfinished: Sequence[Pat
         for fmt in ("md", "csv", "tex"):
             (tmp / f"cost_limits.{fmt}").write_text(format_cost_limits(limits_table, fmt) + "\n")
         (tmp / EVALUATIONS_FILE).write_text(json.dumps(evaluations, indent=1))
-    plot_reward_cost(table.rows, tmp / "reward_cost.png")
-    plot_kappa(table.rows, deployed if evaluations is not None else records, evaluations, tmp / "kappa.png")
-    if any(row.head_usage for row in table.rows):
-        plot_head_usage(table.rows, tmp / "head_usage.png")
-    for task, lines in load_curves(deployed).items():
-        plot_learning_curves(task, lines, tmp / f"learning_{task}.png")
     for section in sections:
         for name, write in section.files.items():
             write(tmp / name)

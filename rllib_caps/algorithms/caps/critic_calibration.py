@@ -35,7 +35,8 @@ class TrialCalibration:
 
 
 @cache
-def _columns(data: Path) -> dict[str, np.ndarray]:
+def calibration_columns(data: Path) -> dict[str, np.ndarray]:
+    """The columns of the dataset at ``data`` that a calibration reads (``CALIBRATION_COLUMNS``), as numpy."""
     tensors = TransitionDataset.from_parquet(data).tensors
     return {name: tensors[name].numpy() for name in CALIBRATION_COLUMNS}
 
@@ -50,12 +51,12 @@ def calibrate_trials(records: Sequence[Any], *, verify: bool = True) -> list[Tri
     for record in tqdm(work, desc="cost critic calibration", unit="checkpoint", disable=not work or None):
         try:
             policy = CAPSPolicy.from_checkpoint(record.checkpoint, verify=verify)
-            calibration = dataset_calibration(policy, _columns(record.data))
+            calibration = dataset_calibration(policy, calibration_columns(record.data))
         except (CheckpointError, DatasetError, OSError) as err:
             logger.warning("%s; trial %s is left out of the calibration table", err, record.trial_dir.name)
             continue
         calibrations.append(TrialCalibration(record, policy.cost_shift, calibration))
-    _columns.cache_clear()
+    calibration_columns.cache_clear()
     return calibrations
 
 

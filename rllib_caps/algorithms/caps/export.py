@@ -1,17 +1,23 @@
-"""Export a trained CAPS bundle to ONNX: every head's actor, the critics the switching rule reads and the switching
-rule itself in one graph, plus a Markdown policy card.
+"""Export a trained CAPS policy to an ONNX bundle: one graph holding every head's actor, the critics the switching
+rule reads and the switching rule itself; a Markdown policy card; and the runtime that runs the graph
+(``rllib_caps/onnx_runtime.py``, numpy and onnxruntime only), all three in one directory that works when copied
+alone.
 
 The graph computes what ``CAPSPolicy.act`` computes after its budget bookkeeping, by tracing the same module method
 (``switching_actions``: ``head_values``, ``remaining_budget_threshold``, ``select_heads``) and the map to the env's
-action bounds. Inputs (batch ``B``): ``obs`` float32 ``(B, D)``, ``cost_spent`` (c_<t) float64 ``(B,)``, ``step``
-(t) int64 ``(B,)``, ``kappa`` (κ) float64 ``(B,)``. Outputs: ``action`` float32 ``(B, A)`` in the env's bounds and
-``head`` int64 ``(B,)``. ``rllib_caps/onnx_runtime.py`` runs it with ONNX Runtime alone and carries c_<t and t.
+action bounds, with the policy's head selection and Q^c shift as they are at export. Inputs (batch ``B``): ``obs``
+float32 ``(B, D)``, ``cost_spent`` (c_<t) float64 ``(B,)``, ``step`` (t) int64 ``(B,)``, ``kappa`` (κ) float64
+``(B,)``. Outputs: ``action`` float32 ``(B, A)`` in the env's bounds and ``head`` int64 ``(B,)``. The model's
+metadata (``model_metadata``) and the card record the graph's shapes (``graph_signature``), the head selection,
+the shift and the opset.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import warnings
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +31,12 @@ from rllib_caps.data.schema import METADATA_FILE
 
 INPUTS = ("obs", "cost_spent", "step", "kappa")
 OUTPUTS = ("action", "head")
+TENSORS = {"obs": "observations", "cost_spent": "c_<t: the cost incurred so far in the episode",
+           "step": "t: the 0-based step index", "kappa": "κ: the cost limit",
+           "action": "the action, in the env's bounds", "head": "the head that acted"}  # the card's meanings
 BACKBONES = {"iql": "IQL", "sacbc": "SAC+BC"}  # the card's names of the backbones
 OPSET = 18  # the torch.export-based exporter's default opset; ONNX Runtime 1.17+ runs it
+RUNTIME_FILE = "onnx_runtime.py"  # the bundle's runtime: a copy of rllib_caps/onnx_runtime.py
 
 
 class SwitchingGraph(nn.Module):
@@ -49,16 +59,39 @@ class SwitchingGraph(nn.Module):
         return actions, heads
 
 
-def model_metadata(module: nn.Module) -> dict[str, str]:
-    """What the ONNX file records about the bundle (``custom_metadata_map`` in ONNX Runtime)."""
+def graph_signature(proto: onnx.ModelProto) -> dict[str, str]:
+    """Each input and output of the graph (in order) -> its dtype and shape as the graph declares them
+    (``float32 [batch, 8]``: named dimensions are dynamic)."""
+    signature = {}
+    for value in (*proto.graph.input, *proto.graph.output):
+        tensor = value.type.tensor_type
+        dims = ", ".join(d.dim_param or str(d.dim_value) for d in tensor.shape.dim)
+        signature[value.name] = f"{onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type)} [{dims}]"
+    return signature
+
+
+def graph_opset(proto: onnx.ModelProto) -> int:
+    """The version of the default ONNX operator set the graph imports."""
+    return next(o.version for o in proto.opset_import if o.domain in ("", "ai.onnx"))
+
+
+def model_metadata(module: nn.Module, proto: onnx.ModelProto, calibration: str = "") -> dict[str, str]:
+    """What the ONNX file records about the policy (``custom_metadata_map`` in ONNX Runtime): the module's settings,
+    the head selection and Q^c shift the graph acts with (``cost_calibration``: the mode the shift was set by at
+    export, empty for the checkpoint's own), the opset, and the inputs' and outputs' shapes (``shapes``: JSON of
+    ``graph_signature``)."""
     return {"algorithm": "caps", "backbone": module.backbone, "num_heads": str(module.num_heads),
             "task": module.model_config.get("task") or "", "horizon": str(module.horizon),
             "cost_gamma": repr(module.cost_gamma), "time_aware": str(module.time_aware).lower(),
-            "inputs": ",".join(INPUTS), "outputs": ",".join(OUTPUTS)}
+            "head_selection": module.head_selection, "cost_shift": repr(module.cost_shift),
+            "cost_calibration": calibration,
+            "opset": str(graph_opset(proto)), "inputs": ",".join(INPUTS), "outputs": ",".join(OUTPUTS),
+            "shapes": json.dumps(graph_signature(proto))}
 
 
-def export_onnx(module: nn.Module, path: Path) -> None:
-    """Writes the switching policy of a CAPS ``module`` to ``path`` as one ONNX graph with a dynamic batch axis."""
+def export_onnx(module: nn.Module, path: Path, calibration: str = "") -> dict[str, str]:
+    """Writes the switching policy of a CAPS ``module`` to ``path`` as one ONNX graph with a dynamic batch axis;
+    returns the metadata recorded in it (``model_metadata``; ``calibration``: how the shift was set at export)."""
     graph = SwitchingGraph(module.eval()).eval()
     batch = 2  # not 1: the exporter would specialise a batch of one
     example = (torch.zeros(batch, *module.observation_space.shape), torch.zeros(batch, dtype=torch.float64),
@@ -71,9 +104,35 @@ def export_onnx(module: nn.Module, path: Path) -> None:
                                     output_names=list(OUTPUTS), dynamic_shapes=tuple({0: dim} for _ in INPUTS),
                                     verbose=False)
     proto = program.model_proto
-    onnx.helper.set_model_props(proto, model_metadata(module))
+    metadata = model_metadata(module, proto, calibration)
+    onnx.helper.set_model_props(proto, metadata)
     onnx.checker.check_model(proto)
     onnx.save_model(proto, str(path))
+    return metadata
+
+
+def runtime_source() -> str:
+    """The text of ``rllib_caps/onnx_runtime.py``, which the bundle carries as ``RUNTIME_FILE``."""
+    return (files("rllib_caps") / RUNTIME_FILE).read_text()
+
+
+def bundle_path(path: str | Path, bundle: Path) -> str:
+    """``path`` relative to the bundle's directory (POSIX separators): the card records no absolute path."""
+    return Path(os.path.relpath(Path(path).resolve(), bundle.resolve())).as_posix()
+
+
+def calibrate_for_export(policy: Any, data: Path, mode: str, *, verify: bool = True) -> float:
+    """Sets ``policy``'s Q^c shift by ``mode`` (``calibration.CALIBRATIONS``) from its cost critic's bias on the
+    dataset at ``data`` (checked against the policy's task and spaces first: a ``DatasetError`` names what is
+    wrong), as ``evaluate --calibrate-cost`` does; returns the shift."""
+    from rllib_caps.algorithms.caps.calibration import calibrate_cost_critic
+    from rllib_caps.algorithms.caps.critic_calibration import calibration_columns
+    from rllib_caps.data.validation import check_dataset
+
+    module = policy.module
+    check_dataset(data, task=policy.task or "", obs_dim=module.observation_space.shape[0],
+                  act_dim=module.action_space.shape[0], allow_task_mismatch=policy.task is None, verify=verify)
+    return calibrate_cost_critic(policy, calibration_columns(Path(data)), mode)
 
 
 def training_data(spec: dict[str, Any]) -> dict[str, Any] | None:
@@ -89,19 +148,27 @@ def training_data(spec: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def policy_card(module: nn.Module, *, model: Path, checkpoint: Path, data: dict[str, Any] | None,
-                evaluation: dict[str, Any] | None) -> str:
-    """A short Markdown card: task, algorithm, training data sha256, the per-κ evaluation, how to run the model."""
-    cfg = module.model_config
+                evaluation: dict[str, Any] | None, metadata: dict[str, str]) -> str:
+    """A short Markdown card: task, algorithm, how the graph switches (head selection, Q^c shift), training data
+    sha256, the per-κ evaluation, the graph's inputs and outputs (``metadata``, from ``export_onnx``) and how to run
+    it; every path relative to the bundle (``model``'s directory)."""
+    cfg, bundle = module.model_config, model.parent
     lines = [f"# CAPS policy: {cfg.get('task') or 'custom env'}", "",
-             f"- **Model**: `{model.name}` (ONNX opset {OPSET}), exported from `{checkpoint}`",
+             f"- **Model**: `{model.name}` (ONNX opset {metadata['opset']}), exported from "
+             f"`{bundle_path(checkpoint, bundle)}`",
              f"- **Task**: {cfg.get('task') or 'custom env (not a DSRL task)'}, episode length {module.horizon}",
              f"- **Algorithm**: CAPS({BACKBONES.get(module.backbone, module.backbone)}), K = {module.num_heads} "
              f"heads, hidden {list(cfg['hidden'])}, critics' time limit {cfg.get('time_limit', 'bootstrap')}, cost "
-             f"γ {module.cost_gamma:g}, training seed {cfg.get('seed')}"]
+             f"γ {module.cost_gamma:g}, training seed {cfg.get('seed')}",
+             f"- **Switching**: head selection `{metadata['head_selection']}`; cost shift "
+             f"{float(metadata['cost_shift']):.6g} (the rule reads Q^c − shift; "
+             + (f"set at export by cost calibration `{metadata['cost_calibration']}`, so the evaluation below, "
+                "recorded with the checkpoint, did not act with it)" if metadata["cost_calibration"] else
+                "the checkpoint's)")]
     if data is None:
         lines.append("- **Training data**: not recorded in the checkpoint")
     else:
-        lines.append(f"- **Training data**: `{data['path']}`")
+        lines.append(f"- **Training data**: `{bundle_path(data['path'], bundle)}`")
         if data["source"]:
             lines.append(f"  - source `{data['source'].get('file')}` sha256 `{data['source'].get('sha256')}`")
         lines += [f"  - `{name}` sha256 `{digest}`" for name, digest in sorted((data["files"] or {}).items())]
@@ -110,12 +177,13 @@ def policy_card(module: nn.Module, *, model: Path, checkpoint: Path, data: dict[
     lines += ["", "## Evaluation", ""]
     lines.append(format_results_table(evaluation) if evaluation else
                  "None recorded with the checkpoint.")
+    shapes = json.loads(metadata["shapes"])
+    lines += ["", "## Inputs and outputs", "", "| tensor | | dtype [shape] | meaning |", "|:---|:---|:---|:---|"]
+    lines += [f"| `{name}` | {'input' if name in INPUTS else 'output'} | {shapes[name]} | {TENSORS[name]} |"
+              for name in (*INPUTS, *OUTPUTS)]
     lines += ["", "## Run it", "",
-              "Inputs (batch B): `obs` float32 (B, D), `cost_spent` float64 (B,) (cost incurred so far in the "
-              "episode), `step` int64 (B,) (0-based step index), `kappa` float64 (B,) (the cost limit κ). Outputs: "
-              "`action` float32 (B, A) in the env's bounds, `head` int64 (B,) (the head that acted).",
-              "", "`rllib_caps/onnx_runtime.py` (numpy and onnxruntime only; copy it next to the model) carries the "
-              "budget between steps:", "", "```python", "from onnx_runtime import ONNXCAPSPolicy", "",
+              f"`{RUNTIME_FILE}` beside this card (numpy and onnxruntime only) carries the budget between steps:",
+              "", "```python", f"from {Path(RUNTIME_FILE).stem} import ONNXCAPSPolicy", "",
               f"policy = ONNXCAPSPolicy(\"{model.name}\")", "policy.reset(threshold=20.0)",
               "action = policy.act(obs, cost)   # cost: info[\"cost\"] of the previous step", "```", ""]
     return "\n".join(lines)
