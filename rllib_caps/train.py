@@ -15,8 +15,6 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from rllib_caps.algorithms.registry import (
     ALGORITHMS,
     DEFAULT_ALGORITHM,
@@ -33,7 +31,6 @@ from rllib_caps.core.keys import EVALUATION_FILE, RESULTS_KEY, TIME_LIMITS
 from rllib_caps.core.ray_session import ray_started
 from rllib_caps.core.results import format_results_table
 from rllib_caps.data import DatasetError
-from rllib_caps.data.validation import check_dataset
 from rllib_caps.envs import get_task
 from rllib_caps.interrupts import interruptible
 from rllib_caps.utils.atomic import (
@@ -54,6 +51,8 @@ COMMAND = "rllib_caps.train"  # names train's checkpoints in their output marker
 def train(config: Any, *, progress: bool = True) -> tuple[Any, dict[str, Any]]:
     """Builds the algorithm and runs its ``num_iterations`` iterations, logging each evaluation during training
     (``evaluation_every``); returns it and the last result."""
+    from tqdm import tqdm
+
     algo = config.build_algo()
     with tqdm(total=config.num_iterations * config.updates_per_iteration, desc=f"{type(algo).__name__} {config.env}",
               unit="step", disable=not progress) as bar:
@@ -197,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _checked_input(args: argparse.Namespace) -> tuple[Any, Any]:
     """The task and the validated config of ``args``; raises the error that names what is wrong with them."""
+    from rllib_caps.data.validation import check_dataset
+
     check_output(args.out, "--out", {"--data": args.data})
     spec = get_task(args.task)
     check_dataset(args.data, task=spec.name, obs_dim=spec.obs_dim, act_dim=spec.act_dim,

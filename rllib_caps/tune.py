@@ -23,19 +23,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+# What --help needs, and no more: the sweep's modules that import Ray, torch or SciPy are imported in main().
 from rllib_caps.algorithms.registry import ALGORITHMS, defaults_text, names_where, trained_per_threshold
 from rllib_caps.core.keys import TIME_LIMITS
 from rllib_caps.envs import SUITES, TaskSpec
 from rllib_caps.interrupts import interruptible
-from rllib_caps.report.records import REPORT_DIR, load_trials
-from rllib_caps.sweeps.grid import describe_grid
-from rllib_caps.sweeps.options import PACK_MODES, SweepError, SweepOptions, option_type, resolve_options
-from rllib_caps.sweeps.output_size import check_sweep_space
-from rllib_caps.sweeps.packing import MAX_MEMBERS
+from rllib_caps.sweeps.options import MAX_MEMBERS, PACK_MODES, SweepError, SweepOptions, option_type, resolve_options
 from rllib_caps.sweeps.plan import PlanChangedError, changed_plan_advice, check_plan
-from rllib_caps.sweeps.runner import check_experiment_dir, run_sweep, start_ray
 from rllib_caps.sweeps.tracking import DEFAULT_WANDB_PROJECT, MLFLOW_DB, SQLITE, check_trackers
-from rllib_caps.sweeps.trials import missing_datasets, missing_datasets_message
 from rllib_caps.utils.atomic import OutputNotWritableError
 from rllib_caps.utils.checks import check_writable, seed_type
 from rllib_caps.utils.console import divert_library_notices
@@ -45,6 +40,8 @@ logger = logging.getLogger("rllib_caps.tune")
 
 def finished_experiment(path: Path) -> bool:
     """Whether ``path`` holds a sweep whose every trial has its evaluation and whose report was written."""
+    from rllib_caps.report.records import REPORT_DIR, load_trials
+
     if not (path / REPORT_DIR / "report.md").is_file():
         return False
     records, unfinished = load_trials(path)
@@ -209,6 +206,12 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     args = parse_args(argv)
     divert_library_notices()
+    from rllib_caps.report.records import REPORT_DIR, load_trials
+    from rllib_caps.sweeps.grid import describe_grid
+    from rllib_caps.sweeps.output_size import check_sweep_space
+    from rllib_caps.sweeps.runner import check_experiment_dir, run_sweep, start_ray
+    from rllib_caps.sweeps.trials import missing_datasets, missing_datasets_message
+
     try:
         options = resolve_options(args)
         tasks = options.task_specs()

@@ -21,6 +21,10 @@ class SweepError(ValueError):
 
 
 PACK_MODES = ("auto", "on", "off")  # --pack: rllib_caps.sweeps.packing
+# The largest population a search packs: on an H100 (h512/b512, TF32, captured) member-steps/s rose 34% from P = 8 to
+# P = 32, and 12% more from 32 to 128 (docs/performance.md), while every sample packed into a running population is
+# one the search suggests without the results still to come.
+MAX_MEMBERS = 32
 COMMAND_LINE = "the command line"
 COMMAND_LINE_ONLY = {"resume", "address", "dashboard", "dry_run", "verify"}  # not YAML keys
 # Numeric options and training settings: the bounds of utils.checks.check_number. None fields are unset.
