@@ -27,12 +27,13 @@ from rllib_caps.algorithms.registry import (
     trained_per_threshold,
 )
 from rllib_caps.core.checkpoint_size import training_run_estimate
-from rllib_caps.core.keys import EVALUATION_FILE, RESULTS_KEY, TIME_LIMITS
+from rllib_caps.core.keys import EVALUATION_FILE, RESULTS_KEY
 from rllib_caps.core.ray_session import ray_started
 from rllib_caps.core.results import format_results_table
 from rllib_caps.data import DatasetError
 from rllib_caps.envs import get_task
 from rllib_caps.interrupts import interruptible
+from rllib_caps.training_flags import add_training_flags
 from rllib_caps.utils.atomic import (
     OutputExistsError,
     OutputNoSpaceError,
@@ -97,22 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
                         f"{names_where(trained_per_threshold)}; an algorithm that ignores κ in training is evaluated "
                         f"at every threshold of the task without it); "
                         f"{names_where(lambda e: e.threshold_at_deployment)} take κ at deployment")
-    p.add_argument("--steps", type=int, help=f"gradient steps [{defaults_text('steps')}]")
-    p.add_argument("--time-limit", choices=TIME_LIMITS,
-                   help="how the critics treat time-outs: bootstrap through them, treat them as terminal, or "
-                        "terminal with the remaining time as a critic input (docs/paper.md) "
-                        f"[{defaults_text('time_limit')}]")
-    p.add_argument("--hidden", type=int, nargs="+", help=f"hidden layer sizes [{defaults_text('hidden')}]")
-    p.add_argument("--batch-size", type=int, help=f"minibatch size per learner [{defaults_text('batch_size')}]")
-    p.add_argument("--updates-per-iteration", type=int,
-                   help=f"gradient steps per RLlib iteration [{defaults_text('updates_per_iteration')}]")
-    p.add_argument("--eval-episodes", type=int,
-                   help=f"episodes per threshold, 0: skip evaluation [{defaults_text('eval_episodes')}]")
-    p.add_argument("--eval-every", type=number_type(integer=True, minimum=1), metavar="N",
-                   help="also evaluate every N gradient steps during training, logged (a multiple of "
-                        "--updates-per-iteration) [off: after the last step only]")
-    p.add_argument("--eval-runners", type=int,
-                   help=f"remote evaluation EnvRunners, 0: in-process [{defaults_text('eval_runners')}]")
+    add_training_flags(p)
     p.add_argument("--num-gpus", type=number_type(minimum=0), default=0.0,
                    help="GPUs for the learner, fractions allowed [0]")
     p.add_argument("--allow-task-mismatch", action="store_true",

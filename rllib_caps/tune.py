@@ -24,13 +24,13 @@ from pathlib import Path
 from typing import Any
 
 # What --help needs, and no more: the sweep's modules that import Ray, torch or SciPy are imported in main().
-from rllib_caps.algorithms.registry import ALGORITHMS, defaults_text, names_where, trained_per_threshold
-from rllib_caps.core.keys import TIME_LIMITS
+from rllib_caps.algorithms.registry import ALGORITHMS, names_where, trained_per_threshold
 from rllib_caps.envs import SUITES, TaskSpec
 from rllib_caps.interrupts import interruptible
 from rllib_caps.sweeps.options import MAX_MEMBERS, PACK_MODES, SweepError, SweepOptions, option_type, resolve_options
 from rllib_caps.sweeps.plan import PlanChangedError, changed_plan_advice, check_plan
 from rllib_caps.sweeps.tracking import DEFAULT_WANDB_PROJECT, MLFLOW_DB, SQLITE, check_trackers
+from rllib_caps.training_flags import add_training_flags
 from rllib_caps.utils.atomic import OutputNotWritableError
 from rllib_caps.utils.checks import check_writable, seed_type
 from rllib_caps.utils.console import divert_library_notices
@@ -126,18 +126,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="first fetch and convert the tasks' missing datasets into --data-root, on the sweep's Ray "
                         "cluster, before any trial starts; SOURCE: hf (DSRL's Hub repo, the default), a directory "
                         "of DSRL files, or an http(s) URL prefix (see python -m data_conversion.fetch)")
-    g.add_argument("--steps", type=option_type("steps"),
-                   help=f"gradient steps per trial (overrides training.steps) [{defaults_text('steps')}]")
-    g.add_argument("--time-limit", choices=TIME_LIMITS, help="how the critics treat time-outs (overrides "
-                   "training.time_limit; docs/paper.md, choice 7)")
-    g.add_argument("--eval-episodes", type=option_type("eval_episodes"),
-                   help="evaluation episodes per threshold (overrides training)")
-    g.add_argument("--eval-runners", type=option_type("eval_runners"),
-                   help="remote evaluation EnvRunners per trial, 0: in the trial "
-                   "process (overrides training.eval_runners)")
-    g.add_argument("--eval-every", type=option_type("eval_every"), metavar="N",
-                   help="also evaluate every N gradient steps during training (a multiple of updates_per_iteration; "
-                   "overrides training.eval_every), for the report's learning curves [off: the last iteration only]")
+    add_training_flags(g, note="overrides training.{setting}")
     g.add_argument("--dry-run", action="store_true", default=None,
                    help="print the planned grid (algorithms × tasks × seeds × K or κ) and its trial count; run nothing")
     g.add_argument("--cost-limits", action=argparse.BooleanOptionalAction, default=None,

@@ -30,6 +30,8 @@ from rllib_caps.algorithms.surface import (
     TrainFlag,
     fixed_label,
 )
+from rllib_caps.core.keys import TIME_LIMITS
+from rllib_caps.utils.checks import number_type
 
 # Friendly setting names (CLI flags, the sweep YAML's `training` and keys) -> the config attributes they set: the one
 # rename table (train's flags and the sweep's options use these names too).
@@ -48,6 +50,22 @@ EVALUATION_SETTINGS = ("evaluation_duration", "evaluation_num_env_runners", "eva
 # Opt-in torch.compile of the learner's forward pass and losses, and its backend (RLlib's default: inductor; the
 # tests' CPU compiles use aot_eager, the same fullgraph capture without generating C++ kernels).
 FRAMEWORK_SETTINGS = ("torch_compile_learner", "torch_compile_learner_dynamo_backend")
+# The training flags that ``train`` and ``tune`` share (every algorithm has their settings; ``tune``'s override the
+# sweep YAML's ``training``): declared once, added to both parsers by ``rllib_caps.training_flags``.
+COMMON_TRAIN_FLAGS = (
+    TrainFlag("steps", "--steps", int, help="gradient steps"),
+    TrainFlag("time_limit", "--time-limit", str, TIME_LIMITS,
+              help="how the critics treat time-outs: bootstrap through them, treat them as terminal, or terminal with "
+                   "the remaining time as a critic input (docs/paper.md)"),
+    TrainFlag("hidden", "--hidden", int, nargs="+", help="hidden layer sizes"),
+    TrainFlag("batch_size", "--batch-size", int, help="minibatch size per learner"),
+    TrainFlag("updates_per_iteration", "--updates-per-iteration", int, help="gradient steps per RLlib iteration"),
+    TrainFlag("eval_episodes", "--eval-episodes", int, help="episodes per threshold, 0: skip evaluation"),
+    TrainFlag("eval_every", "--eval-every", number_type(integer=True, minimum=1),
+              help="also evaluate every N gradient steps during training, logged (a multiple of "
+                   "--updates-per-iteration; without it: after the last step only)"),
+    TrainFlag("eval_runners", "--eval-runners", int, help="remote evaluation EnvRunners, 0: in-process"),
+)
 # The defaults of the settings that help texts show (friendly names), where an entry's ``defaults`` do not say
 # otherwise: ``OfflineSafeConfig``'s, as plain data.
 HELP_DEFAULTS: dict[str, Any] = {"steps": 100000, "updates_per_iteration": 1000, "batch_size": 512,
