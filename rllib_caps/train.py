@@ -40,7 +40,7 @@ from rllib_caps.utils.atomic import (
     OutputNotWritableError,
     atomic_directory,
 )
-from rllib_caps.utils.checks import check_output, number_type, seed_type
+from rllib_caps.utils.checks import check_local_gpus, check_output, number_type, seed_type
 from rllib_caps.utils.console import divert_library_notices
 from rllib_caps.utils.disk import check_free_space
 
@@ -144,21 +144,13 @@ def flag_message(err: Exception, flags: Collection[str]) -> str:
     return f"{flag} ({name}){message[len(name):]}" if flag and " " in message else message
 
 
-def check_gpus(requested: float) -> None:
-    """Refuses GPUs that this machine does not have, before Ray starts."""
-    if requested > 0:
-        import torch
-
-        if torch.cuda.device_count() < requested:
-            raise ValueError(f"--num-gpus {requested:g}: this machine has {torch.cuda.device_count()} CUDA GPUs")
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    divert_library_notices()
     try:
-        spec, config = _checked_input(args)
+        spec = _checked_input(args)
+        divert_library_notices()  # imports RLlib, as the config does
+        config = _checked_config(args, spec)
     except (ValueError, DatasetError, OutputNotWritableError) as err:
         print(f"error: {flag_message(err, flag_names())}", file=sys.stderr)
         return 2
@@ -180,20 +172,26 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _checked_input(args: argparse.Namespace) -> tuple[Any, Any]:
-    """The task and the validated config of ``args``; raises the error that names what is wrong with them."""
+def _checked_input(args: argparse.Namespace) -> Any:
+    """The task of ``args``, once the checks that need no RLlib pass (output, dataset, GPUs, κ); raises the error that
+    names what is wrong."""
     from rllib_caps.data.validation import check_dataset
 
     check_output(args.out, "--out", {"--data": args.data})
     spec = get_task(args.task)
     check_dataset(args.data, task=spec.name, obs_dim=spec.obs_dim, act_dim=spec.act_dim,
                   allow_task_mismatch=args.allow_task_mismatch, verify=args.verify)
-    check_gpus(args.num_gpus)
+    check_local_gpus("--num-gpus", args.num_gpus)
     if args.cost_limit is None and trained_per_threshold(get_algorithm(args.algo)):
         raise ValueError(f"--cost-limit is required: {args.algo} is trained for one cost limit κ (the "
                          f"paper trains one per threshold of {spec.name}: {spec.thresholds})")
     if args.eval_episodes is not None and args.eval_episodes < 0:
         raise ValueError(f"--eval-episodes must be >= 0 (0 skips the evaluation), got {args.eval_episodes}")
+    return spec
+
+
+def _checked_config(args: argparse.Namespace, spec: Any) -> Any:
+    """The validated config of ``args`` for the task ``spec``, with the space its run needs under ``--out``."""
     config = build_config(args.algo, spec.name, args.data, seed=args.seed, cost_limit=args.cost_limit,
                           num_gpus_per_learner=args.num_gpus, steps=args.steps, time_limit=args.time_limit,
                           **entry_settings(args), hidden=args.hidden, batch_size=args.batch_size,
@@ -202,7 +200,7 @@ def _checked_input(args: argparse.Namespace) -> tuple[Any, Any]:
                           eval_every=args.eval_every)
     config.validate()
     check_free_space("--out", args.out, "the run", training_run_estimate(config))
-    return spec, config
+    return config
 
 
 def _train_and_save(args: argparse.Namespace, task: str, config: Any, out: Path) -> dict[str, Any] | None:
