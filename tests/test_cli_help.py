@@ -90,8 +90,9 @@ def test_train_and_tune_share_the_training_flags(tmp_path: Path, capsys: pytest.
                                          "--updates-per-iteration", "10"]))
     assert options.training_settings() == {"hidden": [32, 32], "batch_size": 16, "steps": 500,
                                            "updates_per_iteration": 10}
-    with pytest.raises(SweepError, match="--hidden must be a list of positive integers"):
-        resolve_options(tune_args(["--hidden", "0"]))
+    config.write_text("hidden: 256\n")
+    with pytest.raises(SweepError, match="sweep.yaml: hidden must be a list of integers, got 256"):
+        resolve_options(tune_args(["--config", str(config)]))
     with pytest.raises(SweepError, match="--batch-size must be"):
         resolve_options(tune_args(["--batch-size", "0"]))
 

@@ -272,8 +272,8 @@ def check_options(options: SweepOptions, source: str) -> None:
         if wrong:
             raise SweepError(f"{_where(source, key)} {wrong} unknown; choose from {', '.join(axis.choices)}")
     for key, hidden in (("training.hidden", options.training.get("hidden")), ("hidden", options.hidden)):
-        if hidden is not None and not (_is_list(hidden, int) and min(hidden) >= 1):
-            raise SweepError(f"{_where(source, key)} must be a list of positive integers, got {hidden!r}")
+        if hidden is not None and not _is_list(hidden, int):
+            raise SweepError(f"{_where(source, key)} must be a list of integers, got {hidden!r}")
     for scope in options.overrides:
         try:
             select_tasks(str(scope))
