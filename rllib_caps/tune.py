@@ -149,7 +149,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "of DSRL files, or an http(s) URL prefix (see python -m data_conversion.fetch)")
     add_training_flags(g, note="overrides training.{setting}")
     g.add_argument("--dry-run", action="store_true", default=None,
-                   help="print the planned grid (algorithms × tasks × seeds × K or κ) and its trial count; run nothing")
+                   help="print the planned grid (algorithms × tasks × seeds × K or κ) and its trial count, and run "
+                        "the checks that need no Ray (datasets, GPUs, trackers, --storage, disk space); train nothing")
     g.add_argument("--cost-limits", action=argparse.BooleanOptionalAction, default=None,
                    help="end with the paper's cost-limit table: every checkpoint of an algorithm that takes κ at "
                         f"deployment ({names_where(lambda e: e.threshold_at_deployment)}) evaluated at the limit sets "
