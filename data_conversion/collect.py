@@ -46,16 +46,19 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import gymnasium
 import numpy as np
 from tqdm import tqdm
 
-from data_conversion.behavior_policies import GaussianPolicy, Snapshot, ensure_ray, train_snapshots
 from data_conversion.dsrl_format import KEYS, write_dsrl_hdf5
 from rllib_caps.envs import make_env
 from rllib_caps.envs.tasks import TaskSpec, get_task
 from rllib_caps.utils.atomic import OutputExistsError, OutputNotWritableError, atomic_file, atomic_files
+
+if TYPE_CHECKING:  # torch and Ray: imported where the work starts, not for --help
+    from data_conversion.behavior_policies import GaussianPolicy, Snapshot
 
 logger = logging.getLogger(__name__)
 
@@ -115,6 +118,8 @@ def collect_episodes(
     task: TaskSpec, snapshots: Sequence[Snapshot], episodes_per_snapshot: int, seed: int
 ) -> list[Episode]:
     """Roll out every snapshot `episodes_per_snapshot` times (see the module docstring, step 2)."""
+    from data_conversion.behavior_policies import GaussianPolicy
+
     envs = [make_env(task) for _ in range(min(episodes_per_snapshot, LOCKSTEP))]
     episodes: list[Episode] = []
     try:
@@ -248,6 +253,8 @@ def build_dataset(
     """Train the behaviour policies, roll them out, grid-filter the episodes, write the HDF5 file `out` (or, with
     `dataset_format` ``minari``, record them as the Minari dataset `out` under the current Minari root) and the card
     (unless `plot` is None)."""
+    from data_conversion.behavior_policies import ensure_ray, train_snapshots
+
     started_ray = ensure_ray()
     try:
         policies = []

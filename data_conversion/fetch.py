@@ -33,7 +33,6 @@ from data_conversion.sources import FetchError, Source, one_line, parse_source, 
 from rllib_caps.core.ray_session import init_ray
 from rllib_caps.data.errors import DatasetError
 from rllib_caps.data.schema import METADATA_FILE
-from rllib_caps.data.validation import check_dataset
 from rllib_caps.envs.compat.dsrl import dataset_file_name
 from rllib_caps.envs.tasks import SUITES, TaskSpec, get_task, select_tasks
 from rllib_caps.interrupts import interruptible
@@ -95,6 +94,8 @@ def conversion_memory(rows: int, obs_dim: int, act_dim: int) -> int:
 def current_dataset(out_dir: Path, task: TaskSpec) -> dict | None:
     """The metadata of ``out_dir`` when it holds a complete, intact, unfiltered dataset of ``task`` written by
     this converter version; None otherwise."""
+    from rllib_caps.data.validation import check_dataset  # imports torch: not at the top, for --help
+
     try:
         check_dataset(out_dir, task=task.name, obs_dim=task.obs_dim, act_dim=task.act_dim)
         metadata = json.loads((out_dir / METADATA_FILE).read_text())

@@ -28,20 +28,22 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 import yaml
 
 from rllib_caps.algorithms.registry import ALGORITHMS, DEFAULT_ALGORITHM
-from rllib_caps.core import ray_internals
 from rllib_caps.core.precision import DEFAULT_MATMUL_PRECISION, MATMUL_PRECISIONS
-from rllib_caps.data import schema
+
+if TYPE_CHECKING:  # torch, Ray and pyarrow are imported where the work starts, not for --help
+    import torch
 
 
 def write_synthetic_dataset(directory: Path, rows: int, obs_dim: int, act_dim: int, seed: int = 0) -> Path:
     """A Parquet dataset in the converter's schema with random transitions (speed only, not learning)."""
+    from rllib_caps.data import schema
+
     rng = np.random.default_rng(seed)
     obs = rng.normal(size=(rows, obs_dim))
     table = schema.arrow_table({
@@ -57,6 +59,8 @@ def write_synthetic_dataset(directory: Path, rows: int, obs_dim: int, act_dim: i
 def local_learner(config: Any) -> Any:
     """The algorithm's learner built in this process (a local learner group, no Ray actors) from a validated
     config."""
+    from rllib_caps.core import ray_internals
+
     spaces = {"default_policy": (config.observation_space, config.action_space)}
     group = config.build_learner_group(rl_module_spec=config.get_multi_rl_module_spec(spaces=spaces))
     return ray_internals.local_learner(group)
@@ -71,6 +75,8 @@ def rllib_learner_step(config: Any) -> Callable[[int], None]:
 def measure(step: Callable[[int], None], steps: int, device: str, clock: str = "wall") -> float:
     """Steps/s of ``step(steps)``, by wall time, or with ``clock="cpu"`` by this process's CPU time (CPU device,
     one thread): on a shared machine, time spent waiting for a core is not counted."""
+    import torch
+
     timer = time.process_time if clock == "cpu" else time.perf_counter
     if device == "cuda":
         torch.cuda.synchronize()
@@ -110,6 +116,8 @@ def build_loop(name: str, args: argparse.Namespace, data: Path, hidden: int, hea
 
 
 def gpu_memory_mib(device: str) -> float:
+    import torch
+
     return torch.cuda.memory_allocated() / 2**20 if device == "cuda" else 0.0
 
 
@@ -123,6 +131,8 @@ def run_matrix(args: argparse.Namespace, data: Path) -> list[dict[str, Any]]:
     """One row per (precision, hidden, K): min/median/max steps/s of every loop of ``loop_names`` (measured
     interleaved, so drift hits them alike), each loop's GPU memory, and the ratios of medians: each RLlib loop
     against the plain loop with the same critics, and each fused loop against its unfused self."""
+    import torch
+
     rows = []
     for precision in args.precision:
         for hidden in args.hidden:
@@ -165,6 +175,8 @@ def run_populations(args: argparse.Namespace, data: Path) -> list[dict[str, Any]
     (``rllib_caps.core.population``; its step captured on CUDA) and of separate RLlib learners, one after another,
     measured interleaved; GPU memory of each; and the ratio. Separate learners run one at a time, so their
     member-steps/s does not depend on P: min(P, 8) of them are measured."""
+    import torch
+
     from rllib_caps.algorithms.registry import build_config
     from rllib_caps.core.population import Population
 
@@ -400,6 +412,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="--project-grid: CPU cores per GPU that run evaluation rollouts (default 16)")
     p.add_argument("--json", action="store_true", help="print the matrix as JSON")
     args = p.parse_args(argv)
+    import torch
+
     if args.device == "cuda" and not torch.cuda.is_available():
         print("error: --device cuda: no CUDA GPU here", file=sys.stderr)
         return 2

@@ -15,8 +15,6 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from rllib_caps.algorithms.registry import (
     ALGORITHMS,
     DEFAULT_ALGORITHM,
@@ -29,20 +27,20 @@ from rllib_caps.algorithms.registry import (
     trained_per_threshold,
 )
 from rllib_caps.core.checkpoint_size import training_run_estimate
-from rllib_caps.core.keys import EVALUATION_FILE, RESULTS_KEY, TIME_LIMITS
+from rllib_caps.core.keys import EVALUATION_FILE, RESULTS_KEY
 from rllib_caps.core.ray_session import ray_started
 from rllib_caps.core.results import format_results_table
 from rllib_caps.data import DatasetError
-from rllib_caps.data.validation import check_dataset
 from rllib_caps.envs import get_task
 from rllib_caps.interrupts import interruptible
+from rllib_caps.training_flags import add_training_flags
 from rllib_caps.utils.atomic import (
     OutputExistsError,
     OutputNoSpaceError,
     OutputNotWritableError,
     atomic_directory,
 )
-from rllib_caps.utils.checks import check_output, number_type, seed_type
+from rllib_caps.utils.checks import check_local_gpus, check_output, number_type, seed_type
 from rllib_caps.utils.console import divert_library_notices
 from rllib_caps.utils.disk import check_free_space
 
@@ -54,6 +52,8 @@ COMMAND = "rllib_caps.train"  # names train's checkpoints in their output marker
 def train(config: Any, *, progress: bool = True) -> tuple[Any, dict[str, Any]]:
     """Builds the algorithm and runs its ``num_iterations`` iterations, logging each evaluation during training
     (``evaluation_every``); returns it and the last result."""
+    from tqdm import tqdm
+
     algo = config.build_algo()
     with tqdm(total=config.num_iterations * config.updates_per_iteration, desc=f"{type(algo).__name__} {config.env}",
               unit="step", disable=not progress) as bar:
@@ -101,22 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
                         f"{names_where(trained_per_threshold)}; an algorithm that ignores κ in training is evaluated "
                         f"at every threshold of the task without it); "
                         f"{names_where(lambda e: e.threshold_at_deployment)} take κ at deployment")
-    p.add_argument("--steps", type=int, help=f"gradient steps [{defaults_text('steps')}]")
-    p.add_argument("--time-limit", choices=TIME_LIMITS,
-                   help="how the critics treat time-outs: bootstrap through them, treat them as terminal, or "
-                        "terminal with the remaining time as a critic input (docs/paper.md) "
-                        f"[{defaults_text('time_limit')}]")
-    p.add_argument("--hidden", type=int, nargs="+", help=f"hidden layer sizes [{defaults_text('hidden')}]")
-    p.add_argument("--batch-size", type=int, help=f"minibatch size per learner [{defaults_text('batch_size')}]")
-    p.add_argument("--updates-per-iteration", type=int,
-                   help=f"gradient steps per RLlib iteration [{defaults_text('updates_per_iteration')}]")
-    p.add_argument("--eval-episodes", type=int,
-                   help=f"episodes per threshold, 0: skip evaluation [{defaults_text('eval_episodes')}]")
-    p.add_argument("--eval-every", type=number_type(integer=True, minimum=1), metavar="N",
-                   help="also evaluate every N gradient steps during training, logged (a multiple of "
-                        "--updates-per-iteration) [off: after the last step only]")
-    p.add_argument("--eval-runners", type=int,
-                   help=f"remote evaluation EnvRunners, 0: in-process [{defaults_text('eval_runners')}]")
+    add_training_flags(p)
     p.add_argument("--num-gpus", type=number_type(minimum=0), default=0.0,
                    help="GPUs for the learner, fractions allowed [0]")
     p.add_argument("--allow-task-mismatch", action="store_true",
@@ -162,21 +147,13 @@ def flag_message(err: Exception, flags: Collection[str]) -> str:
     return f"{flag} ({name}){message[len(name):]}" if flag and " " in message else message
 
 
-def check_gpus(requested: float) -> None:
-    """Refuses GPUs that this machine does not have, before Ray starts."""
-    if requested > 0:
-        import torch
-
-        if torch.cuda.device_count() < requested:
-            raise ValueError(f"--num-gpus {requested:g}: this machine has {torch.cuda.device_count()} CUDA GPUs")
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    divert_library_notices()
     try:
-        spec, config = _checked_input(args)
+        spec = _checked_input(args)
+        divert_library_notices()  # imports RLlib, as the config does
+        config = _checked_config(args, spec)
     except (ValueError, DatasetError, OutputNotWritableError) as err:
         print(f"error: {flag_message(err, flag_names())}", file=sys.stderr)
         return 2
@@ -198,21 +175,29 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _checked_input(args: argparse.Namespace) -> tuple[Any, Any]:
-    """The task and the validated config of ``args``; raises the error that names what is wrong with them."""
-    from rllib_caps.core.offline import task_for_dataset
+def _checked_input(args: argparse.Namespace) -> Any:
+    """The task of ``args``, once the checks that need no RLlib pass (output, dataset, GPUs, κ); raises the error that
+    names what is wrong."""
+    from rllib_caps.data.validation import check_dataset
 
     check_output(args.out, "--out", {"--data": args.data})
     spec = get_task(args.task)
     check_dataset(args.data, task=spec.name, obs_dim=spec.obs_dim, act_dim=spec.act_dim,
                   allow_task_mismatch=args.allow_task_mismatch, verify=args.verify)
-    check_gpus(args.num_gpus)
-    spec = task_for_dataset(spec, args.data)  # a declared task without ranges gets the dataset's (recorded)
+    check_local_gpus("--num-gpus", args.num_gpus)
     if args.cost_limit is None and trained_per_threshold(get_algorithm(args.algo)):
         raise ValueError(f"--cost-limit is required: {args.algo} is trained for one cost limit κ (the "
                          f"paper trains one per threshold of {spec.name}: {spec.thresholds})")
     if args.eval_episodes is not None and args.eval_episodes < 0:
         raise ValueError(f"--eval-episodes must be >= 0 (0 skips the evaluation), got {args.eval_episodes}")
+    return spec
+
+
+def _checked_config(args: argparse.Namespace, spec: Any) -> Any:
+    """The validated config of ``args`` for the task ``spec``, with the space its run needs under ``--out``."""
+    from rllib_caps.core.offline import task_for_dataset
+
+    spec = task_for_dataset(spec, args.data)  # a declared task without ranges gets the dataset's (recorded)
     config = build_config(args.algo, spec, args.data, seed=args.seed, cost_limit=args.cost_limit,
                           num_gpus_per_learner=args.num_gpus, steps=args.steps, time_limit=args.time_limit,
                           **entry_settings(args), hidden=args.hidden, batch_size=args.batch_size,
@@ -221,7 +206,7 @@ def _checked_input(args: argparse.Namespace) -> tuple[Any, Any]:
                           eval_every=args.eval_every)
     config.validate()
     check_free_space("--out", args.out, "the run", training_run_estimate(config))
-    return spec, config
+    return config
 
 
 def _train_and_save(args: argparse.Namespace, task: str, config: Any, out: Path) -> dict[str, Any] | None:

@@ -23,21 +23,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rllib_caps.algorithms.registry import ALGORITHMS, defaults_text, names_where, trained_per_threshold
-from rllib_caps.core.keys import TIME_LIMITS
+# What --help needs, and no more: the sweep's modules that import Ray, torch or SciPy are imported in main().
+from rllib_caps.algorithms.registry import ALGORITHMS, names_where, trained_per_threshold
 from rllib_caps.envs import SUITES, TaskSpec
 from rllib_caps.interrupts import interruptible
-from rllib_caps.report.records import REPORT_DIR, load_trials
-from rllib_caps.sweeps.grid import describe_grid
-from rllib_caps.sweeps.options import PACK_MODES, SweepError, SweepOptions, option_type, resolve_options
-from rllib_caps.sweeps.output_size import check_sweep_space
-from rllib_caps.sweeps.packing import MAX_MEMBERS
+from rllib_caps.sweeps.options import MAX_MEMBERS, PACK_MODES, SweepError, SweepOptions, option_type, resolve_options
 from rllib_caps.sweeps.plan import PlanChangedError, changed_plan_advice, check_plan
-from rllib_caps.sweeps.runner import check_experiment_dir, run_sweep, start_ray
 from rllib_caps.sweeps.tracking import DEFAULT_WANDB_PROJECT, MLFLOW_DB, SQLITE, check_trackers
-from rllib_caps.sweeps.trials import missing_datasets, missing_datasets_message
+from rllib_caps.training_flags import add_training_flags
 from rllib_caps.utils.atomic import OutputNotWritableError
-from rllib_caps.utils.checks import check_writable, seed_type
+from rllib_caps.utils.checks import check_local_gpus, check_writable, seed_type
 from rllib_caps.utils.console import divert_library_notices
 
 logger = logging.getLogger("rllib_caps.tune")
@@ -45,6 +40,8 @@ logger = logging.getLogger("rllib_caps.tune")
 
 def finished_experiment(path: Path) -> bool:
     """Whether ``path`` holds a sweep whose every trial has its evaluation and whose report was written."""
+    from rllib_caps.report.records import REPORT_DIR, load_trials
+
     if not (path / REPORT_DIR / "report.md").is_file():
         return False
     records, unfinished = load_trials(path)
@@ -74,6 +71,27 @@ def prepare_data(options: SweepOptions, missing: list[TaskSpec], source: Any) ->
     if failed:
         raise SweepError(f"--prepare {options.prepare}: no dataset for {', '.join(failed)} (errors above); "
                          "no trial was started")
+
+
+def check_before_ray(options: SweepOptions, tasks: list[TaskSpec]) -> tuple[list[TaskSpec], Any]:
+    """The sweep's first checks, in seconds, before Ray or RLlib is imported (a run and ``--dry-run`` alike):
+    ``--storage`` writable, the trackers' credentials and servers, the GPUs asked for against this machine's (for a
+    local Ray), the datasets. Returns the missing datasets and the ``--prepare`` source that makes them (None when
+    none is missing); raises a SweepError or OutputNotWritableError naming the flag."""
+    from rllib_caps.sweeps.trials import missing_datasets, missing_datasets_message
+
+    check_writable(options.experiment_dir, "--storage")
+    check_trackers(options)
+    if not options.address:  # a cluster's GPUs are checked once Ray has joined it
+        try:
+            check_local_gpus("--num-gpus", options.num_gpus)
+            check_local_gpus("--gpus-per-trial", options.gpus_per_trial or 0)
+        except ValueError as err:
+            raise SweepError(str(err)) from err
+    missing = missing_datasets(options.data_root, tasks)
+    if missing and not options.prepare:
+        raise SweepError(missing_datasets_message(options.data_root, missing))
+    return missing, prepare_source(options.prepare) if missing else None
 
 
 def add_entry_options(parser: argparse.ArgumentParser) -> None:
@@ -132,20 +150,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="first fetch and convert the tasks' missing datasets into --data-root, on the sweep's Ray "
                         "cluster, before any trial starts; SOURCE: hf (DSRL's Hub repo, the default), a directory "
                         "of DSRL files, or an http(s) URL prefix (see python -m data_conversion.fetch)")
-    g.add_argument("--steps", type=option_type("steps"),
-                   help=f"gradient steps per trial (overrides training.steps) [{defaults_text('steps')}]")
-    g.add_argument("--time-limit", choices=TIME_LIMITS, help="how the critics treat time-outs (overrides "
-                   "training.time_limit; docs/paper.md, choice 7)")
-    g.add_argument("--eval-episodes", type=option_type("eval_episodes"),
-                   help="evaluation episodes per threshold (overrides training)")
-    g.add_argument("--eval-runners", type=option_type("eval_runners"),
-                   help="remote evaluation EnvRunners per trial, 0: in the trial "
-                   "process (overrides training.eval_runners)")
-    g.add_argument("--eval-every", type=option_type("eval_every"), metavar="N",
-                   help="also evaluate every N gradient steps during training (a multiple of updates_per_iteration; "
-                   "overrides training.eval_every), for the report's learning curves [off: the last iteration only]")
+    add_training_flags(g, note="overrides training.{setting}")
     g.add_argument("--dry-run", action="store_true", default=None,
-                   help="print the planned grid (algorithms × tasks × seeds × K or κ) and its trial count; run nothing")
+                   help="print the planned grid (algorithms × tasks × seeds × K or κ) and its trial count, and run "
+                        "the checks that need no Ray (datasets, GPUs, trackers, --storage, disk space); train nothing")
     g.add_argument("--cost-limits", action=argparse.BooleanOptionalAction, default=None,
                    help="end with the paper's cost-limit table: every checkpoint of an algorithm that takes κ at "
                         f"deployment ({names_where(lambda e: e.threshold_at_deployment)}) evaluated at the limit sets "
@@ -211,7 +219,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     args = parse_args(argv)
-    divert_library_notices()
+    from rllib_caps.report.records import REPORT_DIR, load_trials
+
     try:
         options = resolve_options(args)
         tasks = options.task_specs()
@@ -220,23 +229,30 @@ def main(argv: list[str] | None = None) -> int:
             raise SweepError(f"--search {options.search} tunes one algorithm with searchable settings "
                              f"({', '.join(searchable)}); got --algos {' '.join(options.algos)}")
         if options.dry_run:
+            from rllib_caps.sweeps.grid import describe_grid
+
             print(describe_grid(options, tasks, None if options.address else os.cpu_count()))  # local Ray: all
-            check_plan(options)  # and whether running it would be refused
-            return 0
-        check_plan(options)
-        if not options.resume and finished_experiment(options.experiment_dir):
+        check_plan(options)  # a dry run too: whether running it would be refused
+        if not options.dry_run and not options.resume and finished_experiment(options.experiment_dir):
             print(f"{options.experiment_dir} already holds this finished sweep; its report is in "
                   f"{options.experiment_dir / REPORT_DIR}. Nothing to do (pass --name to start another).")
             return 0
-        check_experiment_dir(options.experiment_dir, bool(options.resume))
-        check_writable(options.experiment_dir, "--storage")
-        check_trackers(options)  # before Ray starts: an unreachable tracker is refused in seconds
-        missing = missing_datasets(options.data_root, options.task_specs())
-        if missing and not options.prepare:
-            raise SweepError(missing_datasets_message(options.data_root, missing))
-        source = prepare_source(options.prepare) if missing else None
+        missing, source = check_before_ray(options, tasks)
+        divert_library_notices()  # imports RLlib, as the rest does
+        from rllib_caps.sweeps.output_size import check_sweep_space
+        from rllib_caps.sweeps.runner import check_experiment_dir, run_sweep, start_ray
+
+        if not options.dry_run:
+            check_experiment_dir(options.experiment_dir, bool(options.resume))
         if not missing:  # else once --prepare has made them: the estimate builds the trials' configs
             check_sweep_space(options, tasks)
+        if options.dry_run:
+            print(f"checked before Ray starts: --storage writable, {len(tasks) - len(missing)} of {len(tasks)} "
+                  f"dataset(s) in {options.data_root}"
+                  + (f" (--prepare makes {len(missing)})" if missing else "")
+                  + ("" if options.address else f", GPUs ({options.num_gpus:g} asked)")
+                  + (", trackers" if options.wandb or options.mlflow else ""))
+            return 0
     except (SweepError, OutputNotWritableError) as err:
         advice = f"\n{changed_plan_advice(err, sys.argv[1:] if argv is None else argv)}" \
             if isinstance(err, PlanChangedError) else ""

@@ -92,7 +92,8 @@ def test_callbacks_are_set_up_before_the_sweep(tmp_path: Path, monkeypatch: pyte
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc login either
     monkeypatch.setenv("WANDB_BASE_URL", answering_server)
-    with pytest.raises(SweepError, match=r"--wandb proj: ValueError: No WandB API key found.*WANDB_MODE=offline"):
+    with pytest.raises(SweepError, match=r"--wandb proj: W&B logs online \(mode online\) but has no API key.*"
+                                         r"WANDB_MODE=offline"):  # refused by check_trackers, before Ray starts
         tracking_callbacks(SweepOptions(wandb="proj"))
 
 
@@ -124,6 +125,7 @@ def test_a_reachable_tracking_server_passes(answering_server: str, monkeypatch: 
 
     monkeypatch.setenv("WANDB_MODE", "online")
     monkeypatch.setenv("WANDB_BASE_URL", answering_server)
+    monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
     check_trackers(SweepOptions(wandb=True, mlflow=answering_server))
 
 

@@ -1,6 +1,8 @@
 """The algorithm registry: what the sweeps, the report and the CLIs need to know of each algorithm.
 
-Importing this module imports neither Ray nor any algorithm; ``config_class`` is resolved on first use.
+Importing this module imports neither Ray nor any algorithm; ``config_class`` is resolved on first use, and the
+defaults that help texts show are declared here as plain data (``HELP_DEFAULTS``, ``AlgorithmEntry.defaults``), so
+``--help`` builds no config (tests/test_cli_help.py compares them with the config classes).
 """
 
 from __future__ import annotations
@@ -8,7 +10,7 @@ from __future__ import annotations
 import functools
 import importlib
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,8 @@ from rllib_caps.algorithms.surface import (
     TrainFlag,
     fixed_label,
 )
+from rllib_caps.core.keys import TIME_LIMITS
+from rllib_caps.utils.checks import number_type
 
 # Friendly setting names (CLI flags, the sweep YAML's `training` and keys) -> the config attributes they set: the one
 # rename table (train's flags and the sweep's options use these names too).
@@ -46,6 +50,27 @@ EVALUATION_SETTINGS = ("evaluation_duration", "evaluation_num_env_runners", "eva
 # Opt-in torch.compile of the learner's forward pass and losses, and its backend (RLlib's default: inductor; the
 # tests' CPU compiles use aot_eager, the same fullgraph capture without generating C++ kernels).
 FRAMEWORK_SETTINGS = ("torch_compile_learner", "torch_compile_learner_dynamo_backend")
+# The training flags that ``train`` and ``tune`` share (every algorithm has their settings; ``tune``'s override the
+# sweep YAML's ``training``): declared once, added to both parsers by ``rllib_caps.training_flags``.
+COMMON_TRAIN_FLAGS = (
+    TrainFlag("steps", "--steps", int, help="gradient steps"),
+    TrainFlag("time_limit", "--time-limit", str, TIME_LIMITS,
+              help="how the critics treat time-outs: bootstrap through them, treat them as terminal, or terminal with "
+                   "the remaining time as a critic input (docs/paper.md)"),
+    TrainFlag("hidden", "--hidden", int, nargs="+", help="hidden layer sizes"),
+    TrainFlag("batch_size", "--batch-size", int, help="minibatch size per learner"),
+    TrainFlag("updates_per_iteration", "--updates-per-iteration", int, help="gradient steps per RLlib iteration"),
+    TrainFlag("eval_episodes", "--eval-episodes", int, help="episodes per threshold, 0: skip evaluation"),
+    TrainFlag("eval_every", "--eval-every", number_type(integer=True, minimum=1),
+              help="also evaluate every N gradient steps during training, logged (a multiple of "
+                   "--updates-per-iteration; without it: after the last step only)"),
+    TrainFlag("eval_runners", "--eval-runners", int, help="remote evaluation EnvRunners, 0: in-process"),
+)
+# The defaults of the settings that help texts show (friendly names), where an entry's ``defaults`` do not say
+# otherwise: ``OfflineSafeConfig``'s, as plain data.
+HELP_DEFAULTS: dict[str, Any] = {"steps": 100000, "updates_per_iteration": 1000, "batch_size": 512,
+                                 "hidden": (256, 256), "eval_episodes": 20, "eval_runners": 0,
+                                 "time_limit": "bootstrap"}
 
 
 @dataclass(frozen=True)
@@ -73,6 +98,8 @@ class AlgorithmEntry:
     ablations: tuple[AblationAxis, ...] = ()  # the report's ablation tables over its trials
     reference_loop: str = ""  # "module:ClassName" of its learner's step in plain PyTorch (``bench``), if it has one
     extension_path: str = ""  # "module:ClassName" of its core.extension.AlgorithmExtension, if it adds hooks
+    # Its config class's defaults that differ from ``HELP_DEFAULTS`` or are its own (``heads``), for help texts
+    defaults: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def extension(self) -> Any:
@@ -148,7 +175,9 @@ ALGORITHMS: dict[str, AlgorithmEntry] = {
                            search_space="rllib_caps.algorithms.caps.search_space:caps_search_space",
                            policy_path="rllib_caps.algorithms.caps.policy:CAPSPolicy", ablations=CAPS_ABLATIONS,
                            reference_loop="rllib_caps.algorithms.caps.plain_loop:PlainLoop",
-                           extension_path="rllib_caps.algorithms.caps.extension:CAPSExtension"),
+                           extension_path="rllib_caps.algorithms.caps.extension:CAPSExtension",
+                           defaults={"hidden": (512, 512), "heads": 2, "backbone": "iql", "implementation": "paper",
+                                     "cost_gamma": 0.99}),
     # BC-All ignores κ in training: one model per seed, evaluated at every threshold (docs/baselines.md).
     "bc-all": AlgorithmEntry(name="bc-all", config_path="rllib_caps.algorithms.bc.bc:BCConfig",
                              trial_label=fixed_label("BC-All"), searchable=(), threshold_at_deployment=False,
@@ -158,18 +187,22 @@ ALGORITHMS: dict[str, AlgorithmEntry] = {
                               threshold_at_deployment=False, title="BC-Safe", axes=(COST_LIMIT,)),
     "bearl": AlgorithmEntry(name="bearl", config_path="rllib_caps.algorithms.bearl.bearl:BEARLConfig",
                             trial_label=fixed_label("BEAR-Lag"), searchable=(), threshold_at_deployment=False,
-                            title="BEAR-Lag", axes=(COST_LIMIT,)),
+                            title="BEAR-Lag", axes=(COST_LIMIT,),
+                            defaults={"steps": 300000, "time_limit": "terminal", "implementation": "osrl"}),
     "cpq": AlgorithmEntry(name="cpq", config_path="rllib_caps.algorithms.cpq.cpq:CPQConfig",
                           trial_label=fixed_label("CPQ"), searchable=(), threshold_at_deployment=False,
-                          title="CPQ", axes=(COST_LIMIT,)),
+                          title="CPQ", axes=(COST_LIMIT,),
+                          defaults={"time_limit": "terminal", "implementation": "osrl"}),
     "coptidice": AlgorithmEntry(name="coptidice",
                                 config_path="rllib_caps.algorithms.coptidice.coptidice:COptiDICEConfig",
                                 trial_label=fixed_label("COptiDICE"), searchable=(), threshold_at_deployment=False,
-                                title="COptiDICE", axes=(COST_LIMIT,)),
+                                title="COptiDICE", axes=(COST_LIMIT,),
+                                defaults={"time_limit": "terminal", "implementation": "osrl"}),
     # CDT takes κ at deployment as its initial cost-to-go: one model per seed for every κ (docs/baselines.md).
     "cdt": AlgorithmEntry(name="cdt", config_path="rllib_caps.algorithms.cdt.cdt:CDTConfig",
                           trial_label=fixed_label("CDT"), searchable=(), threshold_at_deployment=True, title="CDT",
-                          policy_path="rllib_caps.algorithms.cdt.policy:CDTPolicy"),
+                          policy_path="rllib_caps.algorithms.cdt.policy:CDTPolicy",
+                          defaults={"hidden": (512, 512), "batch_size": 2048}),
 }
 
 
@@ -189,18 +222,23 @@ def default_config(name: str) -> Any:
     return get_algorithm(name).config_class()
 
 
+def help_defaults(entry: AlgorithmEntry) -> dict[str, Any]:
+    """The declared defaults of the settings help texts show, for one entry (``HELP_DEFAULTS`` and its own)."""
+    return {**HELP_DEFAULTS, **entry.defaults}
+
+
 def defaults_text(setting: str) -> str:
-    """The config classes' defaults of ``setting`` (a friendly or attribute name) for help texts: the one value when
-    every algorithm that has the setting agrees, else e.g. ``100000 (caps, cpq); 300000 (bearl)``. A config's
-    ``resolved_<setting>`` property, where it has one, gives the value in effect (e.g. ``resolved_time_limit``)."""
-    attribute = SETTING_ALIASES.get(setting, setting)
+    """The declared defaults of ``setting`` (a friendly name) for help texts, without building a config: the one
+    value when every algorithm that has the setting agrees, else e.g. ``100000 (caps, cpq); 300000 (bearl)``."""
     groups: dict[str, list[str]] = {}
-    for name in ALGORITHMS:
-        config = default_config(name)
-        value = getattr(config, f"resolved_{attribute}", getattr(config, attribute, None))
+    for name, entry in ALGORITHMS.items():
+        value = help_defaults(entry).get(setting)
         if value is not None:
             text = " ".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
             groups.setdefault(text, []).append(name)
+    if not groups:
+        raise ValueError(f"no algorithm declares a default of {setting!r} for help texts (HELP_DEFAULTS or an "
+                         "entry's defaults)")
     if len(groups) == 1:
         return next(iter(groups))
     return "; ".join(f"{value} ({', '.join(names)})" for value, names in groups.items())

@@ -101,9 +101,10 @@ class TrainFlag:
 
     setting: str
     flag: str
-    kind: type | None = None  # None: a switch (store_true)
+    kind: Callable[[str], Any] | None = None  # argparse's ``type``; None: a switch (store_true)
     choices: tuple[Any, ...] = ()
     help: str = ""
+    nargs: str | None = None  # argparse's ``nargs`` (``+``: a list)
 
 
 @dataclass(frozen=True)

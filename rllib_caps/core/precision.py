@@ -17,8 +17,10 @@ kernels than its products save).
 from __future__ import annotations
 
 import contextlib
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:  # torch itself is imported where it is used: bench's --help reads the names above without it
+    import torch
 
 MATMUL_PRECISIONS = ("highest", "high", "bf16")
 DEFAULT_MATMUL_PRECISION = "high"
@@ -26,6 +28,8 @@ DEFAULT_MATMUL_PRECISION = "high"
 
 def set_matmul_precision(precision: str, device: torch.device) -> None:
     """Sets torch's float32 matmul precision for a learner on ``device`` (CUDA only)."""
+    import torch
+
     if device.type == "cuda":
         torch.set_float32_matmul_precision("highest" if precision == "highest" else "high")
 
@@ -33,5 +37,7 @@ def set_matmul_precision(precision: str, device: torch.device) -> None:
 def autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
     """The context a learner's forward pass and losses run in: bf16 autocast for ``"bf16"`` on CUDA, else none."""
     if precision == "bf16" and device.type == "cuda":
+        import torch
+
         return torch.autocast("cuda", dtype=torch.bfloat16)
     return contextlib.nullcontext()

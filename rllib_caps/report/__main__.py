@@ -7,7 +7,6 @@ import logging
 import sys
 
 from rllib_caps.report.cost_limits import COST_LIMITS
-from rllib_caps.report.writer import ReportError, write_report
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -37,6 +36,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    from rllib_caps.report.writer import ReportError, write_report
+
     if args.episodes < 1 or args.jobs < 1:
         print("error: --episodes and --jobs must be >= 1", file=sys.stderr)
         return 2

@@ -6,7 +6,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import stats
 
 CONFIDENCE = 0.95
 
@@ -22,5 +21,7 @@ def mean_ci(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[fl
         raise ValueError("mean_ci needs at least one value")
     if x.size == 1:
         return float(x[0]), math.nan
+    from scipy import stats  # here, not at the top: the report CLI's --help imports this module
+
     half = stats.t.ppf((1.0 + confidence) / 2.0, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size)
     return float(x.mean()), float(half)

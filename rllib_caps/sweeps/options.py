@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from rllib_caps.algorithms.registry import ALGORITHMS, DEFAULT_ALGORITHM, declared, get_algorithm
+from rllib_caps.algorithms.registry import ALGORITHMS, COMMON_TRAIN_FLAGS, DEFAULT_ALGORITHM, declared, get_algorithm
 from rllib_caps.algorithms.surface import SweepAxis
 from rllib_caps.envs import TaskSpec, select_tasks
 from rllib_caps.utils.checks import check_number, check_seed, number_type
@@ -21,6 +21,10 @@ class SweepError(ValueError):
 
 
 PACK_MODES = ("auto", "on", "off")  # --pack: rllib_caps.sweeps.packing
+# The largest population a search packs: on an H100 (h512/b512, TF32, captured) member-steps/s rose 34% from P = 8 to
+# P = 32, and 12% more from 32 to 128 (docs/performance.md), while every sample packed into a running population is
+# one the search suggests without the results still to come.
+MAX_MEMBERS = 32
 COMMAND_LINE = "the command line"
 COMMAND_LINE_ONLY = {"resume", "address", "dashboard", "dry_run", "verify"}  # not YAML keys
 # Numeric options and training settings: the bounds of utils.checks.check_number. None fields are unset.
@@ -31,7 +35,11 @@ NUMBERS: dict[str, dict[str, Any]] = {
     "max_concurrent": {"integer": True, "minimum": 1}, "max_failures": {"integer": True, "minimum": -1},
     "checkpoint_every": {"integer": True, "minimum": 1}, "num_samples": {"integer": True, "minimum": 1},
     "eval_every": {"integer": True, "minimum": 1}, "population_samples": {"integer": True, "minimum": 1},
+    "batch_size": {"integer": True, "minimum": 1}, "updates_per_iteration": {"integer": True, "minimum": 1},
 }
+# Options that override a training setting (the flags train has too, registry.COMMON_TRAIN_FLAGS): the plan and
+# the trials hold the merged settings (SweepOptions.training_settings).
+TRAINING_FLAGS = frozenset(flag.setting for flag in COMMON_TRAIN_FLAGS)
 TRAINING_NUMBERS = {f"training.{key}": NUMBERS.get(key, {"integer": True, "minimum": 1})
                     for key in ("steps", "eval_episodes", "eval_runners", "eval_every", "batch_size",
                                 "updates_per_iteration")}
@@ -81,6 +89,9 @@ class SweepOptions:
     eval_runners: int | None = None  # overrides training.eval_runners
     time_limit: str | None = None  # overrides training.time_limit
     eval_every: int | None = None  # overrides training.eval_every: also evaluate every N gradient steps in training
+    hidden: list[int] | None = None  # overrides training.hidden
+    batch_size: int | None = None  # overrides training.batch_size
+    updates_per_iteration: int | None = None  # overrides training.updates_per_iteration
     num_gpus: float = 0.0
     gpus_per_trial: float | None = None
     cpus_per_trial: float = 1.0
@@ -152,10 +163,9 @@ class SweepOptions:
         return any(get_algorithm(name).threshold_at_deployment for name in self.algos)
 
     def training_settings(self) -> dict[str, Any]:
-        """The YAML ``training`` mapping with the --steps/--eval-episodes/--eval-runners/--eval-every/--time-limit
-        overrides."""
-        flags = {"steps": self.steps, "eval_episodes": self.eval_episodes, "eval_runners": self.eval_runners,
-                 "eval_every": self.eval_every, "time_limit": self.time_limit}
+        """The YAML ``training`` mapping with the training flags' overrides (``TRAINING_FLAGS``: --steps, --hidden,
+        --batch-size, ...)."""
+        flags = {key: getattr(self, key) for key in TRAINING_FLAGS}
         return {**self.training, **{k: v for k, v in flags.items() if v is not None}}
 
 
@@ -261,9 +271,9 @@ def check_options(options: SweepOptions, source: str) -> None:
         wrong = [v for v in flat[key] if axis.choices and v not in axis.choices]
         if wrong:
             raise SweepError(f"{_where(source, key)} {wrong} unknown; choose from {', '.join(axis.choices)}")
-    hidden = options.training.get("hidden")
-    if hidden is not None and not _is_list(hidden, int):
-        raise SweepError(f"{_where(source, 'training.hidden')} must be a list of integers, got {hidden!r}")
+    for key, hidden in (("training.hidden", options.training.get("hidden")), ("hidden", options.hidden)):
+        if hidden is not None and not _is_list(hidden, int):
+            raise SweepError(f"{_where(source, key)} must be a list of integers, got {hidden!r}")
     for scope in options.overrides:
         try:
             select_tasks(str(scope))

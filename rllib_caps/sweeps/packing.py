@@ -26,14 +26,10 @@ from rllib_caps.algorithms.registry import get_algorithm
 from rllib_caps.algorithms.surface import COST_LIMIT_AXIS
 from rllib_caps.core.learner import computes_pure_losses
 from rllib_caps.core.population import MEMBER_SETTINGS
-from rllib_caps.sweeps.options import SweepOptions
+from rllib_caps.sweeps.options import MAX_MEMBERS, SweepOptions
 from rllib_caps.sweeps.trial_schema import MEMBERS, member_name
 
 MEMBER_AXES = MEMBER_SETTINGS & {COST_LIMIT_AXIS}  # grid axes whose values may differ inside one population
-# The largest population a search packs: on an H100 (h512/b512, TF32, captured) member-steps/s rose 34% from P = 8 to
-# P = 32, and 12% more from 32 to 128 (docs/performance.md), while every sample packed into a running population is
-# one the search suggests without the results still to come.
-MAX_MEMBERS = 32
 
 
 def packs(options: SweepOptions) -> bool:

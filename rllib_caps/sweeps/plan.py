@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rllib_caps.algorithms.registry import get_algorithm
-from rllib_caps.sweeps.options import SweepError, SweepOptions, option_axes
+from rllib_caps.sweeps.options import TRAINING_FLAGS, SweepError, SweepOptions, option_axes
 from rllib_caps.utils.atomic import atomic_file
 
 logger = logging.getLogger("rllib_caps.tune")
@@ -27,8 +27,6 @@ PLAN_FILE = "sweep_plan.json"
 # Options that say how one command runs, not what the sweep trains or how Tune runs it: free to differ between runs.
 RUN_OPTIONS = frozenset({"resume", "address", "dashboard", "dry_run", "verify", "prepare", "cost_limits", "storage",
                          "name"})
-# Flags that override a training setting: the plan holds the merged settings (SweepOptions.training_settings).
-TRAINING_FLAGS = frozenset({"steps", "eval_episodes", "eval_runners", "eval_every", "time_limit"})
 SEARCH_OPTIONS = frozenset({"num_samples", "population_samples", "search_space"})  # what only --search reads
 GENERIC_GRID_AXES = ("algos", "tasks", "seeds")  # the options that span every sweep's grid
 

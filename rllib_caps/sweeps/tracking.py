@@ -23,6 +23,7 @@ minutes, and W&B would drop the history of a run it cannot upload and end withou
 
 from __future__ import annotations
 
+import os
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -34,6 +35,7 @@ DEFAULT_WANDB_PROJECT = "rllib-caps"
 MLFLOW_DB = "mlflow.db"  # the default store's file in --storage
 SQLITE = "sqlite:///"
 WANDB_MODE = "WANDB_MODE"  # wandb's own variable: online, offline or disabled
+WANDB_API_KEY = "WANDB_API_KEY"  # wandb's own variable: the API key of an online run
 WANDB_LOCAL_MODES = ("offline", "dryrun", "disabled")  # no server needed
 REACH_TIMEOUT_S = 5.0  # to connect to a tracking server and have its first answer
 
@@ -73,11 +75,22 @@ def unreachable(url: str) -> str | None:
         return str(getattr(err, "reason", None) or err)
 
 
+def wandb_has_key() -> bool:
+    """Whether W&B finds an API key for this process (``WANDB_API_KEY``, or ``wandb login``'s), without asking its
+    server or the user."""
+    import wandb
+
+    return bool(os.environ.get(WANDB_API_KEY)) or wandb.login(prompt=False, verify=False)
+
+
 def check_trackers(options: SweepOptions) -> None:
-    """A SweepError naming the flag if W&B logs online and its server does not answer, or if the http(s) MLflow
-    tracking URI does not; each waits at most ``REACH_TIMEOUT_S``."""
+    """A SweepError naming the flag if W&B logs online without an API key or its server does not answer, or if the
+    http(s) MLflow tracking URI does not answer; each waits at most ``REACH_TIMEOUT_S``."""
     if options.wandb:
         mode, server = wandb_settings()
+        if mode not in WANDB_LOCAL_MODES and not wandb_has_key():
+            raise SweepError(f"--wandb {wandb_project(options)}: W&B logs online (mode {mode}) but has no API key; "
+                             f"set {WANDB_API_KEY} or run `wandb login`, or log offline with {WANDB_MODE}=offline")
         reason = None if mode in WANDB_LOCAL_MODES else unreachable(server)
         if reason:
             raise SweepError(f"--wandb {wandb_project(options)}: W&B logs online (mode {mode}) but its server "

@@ -117,3 +117,13 @@ def check_output(path: str | Path, flag: str, inputs: Mapping[str, str | Path | 
     check_writable(path, flag)
     if file and Path(path).is_dir():
         raise OutputNotWritableError(f"{flag} {Path(path).resolve()}: is a directory; name a file")
+
+
+def check_local_gpus(flag: str, requested: float) -> None:
+    """Refuses more GPUs than this machine has (torch's count of CUDA devices, after ``CUDA_VISIBLE_DEVICES``): a
+    ValueError naming ``flag``, raised before Ray starts. Imports torch only when GPUs are asked for."""
+    if requested > 0:
+        import torch
+
+        if torch.cuda.device_count() < requested:
+            raise ValueError(f"{flag} {requested:g}: this machine has {torch.cuda.device_count()} CUDA GPUs")
