@@ -123,10 +123,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     from rllib_caps.algorithms.registry import load_policy
-    from rllib_caps.core.rollout import policy_task
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    from rllib_caps.core.rollout import policy_task  # after --help: it imports torch
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     bad = [k for k in args.thresholds or [] if not k >= 0]
     if args.episodes < 1 or bad:

@@ -35,7 +35,7 @@ def test_the_lock_lies_in_the_declared_ranges() -> None:
     package is declared: the ranges and the lock cannot drift apart."""
     declared = [Requirement(text) for text in PROJECT["dependencies"]]
     declared += [Requirement(text) for extra in PROJECT["optional-dependencies"].values() for text in extra]
-    assert set(PROJECT["optional-dependencies"]) == {"sim", "tracking", "onnx", "dev"}
+    assert set(PROJECT["optional-dependencies"]) == {"sim", "tracking", "minari", "onnx", "dev"}
     pins = locked()
     assert {"torch", "ray", "wandb", "onnxruntime", "pytest"} <= set(pins)
     for requirement in declared:
