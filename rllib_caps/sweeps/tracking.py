@@ -23,15 +23,23 @@ minutes, and W&B would drop the history of a run it cannot upload and end withou
 
 from __future__ import annotations
 
+import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from rllib_caps.core.keys import GRADIENT_STEPS
 from rllib_caps.sweeps.options import SweepError, SweepOptions
 
 DEFAULT_WANDB_PROJECT = "rllib-caps"
 MLFLOW_DB = "mlflow.db"  # the default store's file in --storage
+MLFLOW_ARTIFACTS = "mlflow-artifacts"  # a local store's artifacts, in --storage
+MLFLOW_BATCH = 1000  # metrics per log_batch request (MLflow's limit)
+NOT_METRICS = ("config", "done")  # result keys that no tracker logs as metrics
 SQLITE = "sqlite:///"
 WANDB_MODE = "WANDB_MODE"  # wandb's own variable: online, offline or disabled
 WANDB_LOCAL_MODES = ("offline", "dryrun", "disabled")  # no server needed
@@ -75,7 +83,9 @@ def unreachable(url: str) -> str | None:
 
 def check_trackers(options: SweepOptions) -> None:
     """A SweepError naming the flag if W&B logs online and its server does not answer, or if the http(s) MLflow
-    tracking URI does not; each waits at most ``REACH_TIMEOUT_S``."""
+    tracking URI does not, each waiting at most ``REACH_TIMEOUT_S``; or if ``--log-artifacts`` has no tracker."""
+    if options.log_artifacts and not (options.wandb or options.mlflow):
+        raise SweepError("--log-artifacts logs to the sweep's trackers: add --wandb, --mlflow or both")
     if options.wandb:
         mode, server = wandb_settings()
         reason = None if mode in WANDB_LOCAL_MODES else unreachable(server)
@@ -91,26 +101,123 @@ def check_trackers(options: SweepOptions) -> None:
                              "URI and that the server runs")
 
 
+def numeric_metrics(result: Mapping[str, Any]) -> dict[str, float]:
+    """A Tune result's numbers, flattened with ``/`` (``evaluation/dsrl/thresholds/10/normalized_cost``): what both
+    trackers log. The trial's config, Tune's ``done`` and text (dates, hosts) are left out."""
+    from ray.tune.utils import flatten_dict
+
+    flat = flatten_dict({k: v for k, v in result.items() if k not in NOT_METRICS}, delimiter="/")
+    return {k: float(v) for k, v in flat.items() if isinstance(v, (int, float, np.number))}
+
+
 def _wandb_callback(options: SweepOptions) -> Any:
     from ray.air.integrations.wandb import WandbLoggerCallback
 
-    from rllib_caps.core.ray_internals import WandbActorHook
+    class DriverWandbLogger(WandbLoggerCallback):
+        """Ray's W&B callback (its settings, its API-key checks), logging from the driver: one W&B run per trial,
+        each result logged at its gradient steps. Ray's own starts two Ray actors per trial (a queue and a logging
+        process) and waits for them in the loop that processes results: seconds per trial, each reported by Tune
+        as "may be a performance bottleneck". Here W&B's one service process takes the runs' records without
+        blocking the loop, and no ``runtime_env`` carries the API key (Ray would log it)."""
 
-    class CredentialsAsArgument(WandbActorHook, WandbLoggerCallback):
-        """W&B's callback whose logging actors get the API key as an argument, not through a ``runtime_env``."""
+        def __getstate__(self) -> dict[str, Any]:  # Tune saves its callbacks with the experiment: no open run
+            return {**self.__dict__, "runs": {}}
 
-    mode, _ = wandb_settings()  # the driver's: the logging actors' environment may lack it
-    return CredentialsAsArgument(project=wandb_project(options), group=options.name, dir=str(options.experiment_dir),
-                                 mode=mode)
+        def log_trial_start(self, trial: Any) -> None:
+            import wandb
+
+            runs = self.__dict__.setdefault("runs", {})
+            if trial.trial_id in runs:
+                return
+            run = wandb.init(project=self.project, group=self.group, name=str(trial), id=trial.trial_id,
+                             config=dict(trial.config), reinit="create_new", resume="allow",
+                             settings=wandb.Settings(silent=True, console="off"), **self.kwargs)
+            run.define_metric(GRADIENT_STEPS)
+            run.define_metric("*", step_metric=GRADIENT_STEPS)  # every chart's x: gradient steps
+            runs[trial.trial_id] = run
+
+        def log_trial_result(self, iteration: int, trial: Any, result: dict) -> None:
+            self.log_trial_start(trial)
+            self.runs[trial.trial_id].log(numeric_metrics(result), step=int(result[GRADIENT_STEPS]))
+
+        def log_trial_save(self, trial: Any) -> None:
+            pass
+
+        def log_trial_end(self, trial: Any, failed: bool = False) -> None:
+            run = self.__dict__.setdefault("runs", {}).pop(trial.trial_id, None)
+            if run is not None:
+                run.finish(exit_code=1 if failed else 0)
+
+        def on_experiment_end(self, trials: list, **info: Any) -> None:
+            for trial in trials:
+                self.log_trial_end(trial, failed=True)  # runs of trials that did not end (interrupted)
+
+        def __del__(self) -> None:
+            pass
+
+    mode, _ = wandb_settings()
+    return DriverWandbLogger(project=wandb_project(options), group=options.name, dir=str(options.experiment_dir),
+                             mode=mode)
+
+
+def mlflow_artifact_location(options: SweepOptions) -> str | None:
+    """Where a new MLflow experiment of the sweep keeps its artifacts: ``STORAGE/MLFLOW_ARTIFACTS`` for a local
+    store (MLflow's default would be ``./mlruns`` in the working directory); a tracking server's own (None)."""
+    if mlflow_uri(options).startswith(("http://", "https://")):
+        return None
+    return (Path(options.storage).resolve() / MLFLOW_ARTIFACTS).as_uri()
 
 
 def _mlflow_callback(options: SweepOptions) -> Any:
+    import mlflow
     from ray.air.integrations.mlflow import MLflowLoggerCallback
+
+    class BatchedMLflowLogger(MLflowLoggerCallback):
+        """Ray's MLflow callback, its experiment created with the sweep's artifact location, each trial's params and
+        each result's metrics logged in one request (Ray's logs one request per value: ~110 SQLite transactions per
+        result, seconds in the loop that processes results), at the result's gradient steps."""
+
+        def setup(self, *args: Any, **kwargs: Any) -> None:
+            client = mlflow.MlflowClient(self.tracking_uri)
+            if client.get_experiment_by_name(self.experiment_name) is None:
+                client.create_experiment(self.experiment_name, artifact_location=mlflow_artifact_location(options))
+            super().setup(*args, **kwargs)
+            self.runs: dict[str, str] = {}
+
+        def log_trial_start(self, trial: Any) -> None:
+            if trial.trial_id in self.runs:
+                return
+            client = mlflow.MlflowClient(self.tracking_uri)
+            run = client.create_run(self.mlflow_util.experiment_id, run_name=str(trial),
+                                    tags={**(self.tags or {}), "trial_name": str(trial)})
+            self.runs[trial.trial_id] = run.info.run_id
+            params = flatten_config(trial.config)
+            client.log_batch(run.info.run_id, params=[mlflow.entities.Param(k, str(v)) for k, v in params.items()])
+
+        def log_trial_result(self, iteration: int, trial: Any, result: dict) -> None:
+            self.log_trial_start(trial)
+            stamp, step = int(time.time() * 1000), int(result[GRADIENT_STEPS])
+            metrics = [mlflow.entities.Metric(k, v, stamp, step) for k, v in numeric_metrics(result).items()]
+            for start in range(0, len(metrics), MLFLOW_BATCH):
+                mlflow.MlflowClient(self.tracking_uri).log_batch(self.runs[trial.trial_id],
+                                                                 metrics=metrics[start:start + MLFLOW_BATCH])
+
+        def log_trial_end(self, trial: Any, failed: bool = False) -> None:
+            run_id = self.runs.pop(trial.trial_id, None)
+            if run_id is not None:
+                mlflow.MlflowClient(self.tracking_uri).set_terminated(run_id, "FAILED" if failed else "FINISHED")
 
     uri = mlflow_uri(options)
     if uri.startswith(SQLITE):  # SQLite creates the file, not its directory
         Path(uri.removeprefix(SQLITE)).parent.mkdir(parents=True, exist_ok=True)
-    return MLflowLoggerCallback(tracking_uri=uri, experiment_name=options.name)
+    return BatchedMLflowLogger(tracking_uri=uri, experiment_name=options.name)
+
+
+def flatten_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A trial's Tune config flattened with ``/`` (``variant/num_heads``): the MLflow run's params."""
+    from ray.tune.utils import flatten_dict
+
+    return flatten_dict(dict(config), delimiter="/")
 
 
 def tracking_callbacks(options: SweepOptions) -> list[Any]:
@@ -130,3 +237,80 @@ def tracking_callbacks(options: SweepOptions) -> list[Any]:
             raise SweepError(f"--{flag} {target(options)}: {type(err).__name__}: {err}{hint}") from err
         callbacks.append(callback)
     return callbacks
+
+
+def artifacts_run_name(options: SweepOptions) -> str:
+    """The run of each tracker that ``--log-artifacts`` logs into, beside the trials' runs."""
+    return f"{options.name}-artifacts"
+
+
+def sweep_artifacts(experiment_dir: Path, report_dir: Path, bundles: Path) -> dict[str, list[Path]]:
+    """What ``--log-artifacts`` logs, by artifact name: each finished trial's final checkpoint
+    (``checkpoint-<trial>``, a directory), the files its algorithm deploys it as where it has any (``bundle-<trial>``,
+    written under ``bundles``: ``AlgorithmExtension.deployment_bundle``), and the report's plots (``report``)."""
+    from rllib_caps.report.records import checkpoint_evaluation, load_trials
+
+    artifacts: dict[str, list[Path]] = {}
+    for record in load_trials(experiment_dir)[0]:
+        name = "-".join(filter(None, (record.trial_dir.name, record.member)))
+        if record.checkpoint is None or f"checkpoint-{name}" in artifacts:
+            continue
+        artifacts[f"checkpoint-{name}"] = [record.checkpoint]
+        out = bundles / name
+        out.mkdir(parents=True, exist_ok=True)
+        bundle = record.entry.extension.deployment_bundle(record.checkpoint, out,
+                                                          checkpoint_evaluation(record.checkpoint))
+        if bundle:
+            artifacts[f"bundle-{name}"] = bundle
+    artifacts["report"] = sorted(report_dir.glob("*.png"))
+    return artifacts
+
+
+def _log_to_wandb(options: SweepOptions, artifacts: Mapping[str, list[Path]]) -> None:
+    import wandb
+
+    mode, _ = wandb_settings()
+    run = wandb.init(project=wandb_project(options), group=options.name, name=artifacts_run_name(options),
+                     job_type="artifacts", dir=str(options.experiment_dir), mode=mode, reinit="create_new",
+                     settings=wandb.Settings(silent=True, console="off"))
+    for name, paths in artifacts.items():
+        artifact = wandb.Artifact(name, type="report" if name == "report" else "model")
+        for path in paths:
+            if path.is_dir():
+                artifact.add_dir(str(path), name=path.name)
+            else:
+                artifact.add_file(str(path))
+        run.log_artifact(artifact)
+    run.finish()
+
+
+def _log_to_mlflow(options: SweepOptions, artifacts: Mapping[str, list[Path]]) -> None:
+    import mlflow
+
+    client = mlflow.MlflowClient(mlflow_uri(options))
+    experiment = client.get_experiment_by_name(options.name)
+    run = client.create_run(experiment.experiment_id, run_name=artifacts_run_name(options))
+    for name, paths in artifacts.items():
+        for path in paths:
+            if path.is_dir():
+                client.log_artifacts(run.info.run_id, str(path), f"{name}/{path.name}")
+            else:
+                client.log_artifact(run.info.run_id, str(path), name)
+    client.set_terminated(run.info.run_id)
+
+
+def log_artifacts(options: SweepOptions, report_dir: Path) -> None:
+    """``--log-artifacts``: after the report, ``sweep_artifacts`` logged to each of the sweep's trackers, in one run
+    named ``artifacts_run_name`` in the sweep's W&B group and MLflow experiment; a SweepError naming the flag when a
+    tracker refuses."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="bundles-", dir=options.experiment_dir) as bundles:
+        artifacts = sweep_artifacts(options.experiment_dir, report_dir, Path(bundles))
+        for flag, log in (("wandb", _log_to_wandb), ("mlflow", _log_to_mlflow)):
+            if not getattr(options, flag):
+                continue
+            try:
+                log(options, artifacts)
+            except Exception as err:  # the libraries raise what their backends raise
+                raise SweepError(f"--log-artifacts --{flag}: {type(err).__name__}: {err}") from err

@@ -20,6 +20,8 @@ NOTICES = (
     "`RLModule(config=[RLModuleConfig object])` has been deprecated",  # RLlib's own module construction
     "Install gputil",
     "torchvision is not installed",  # torch's ONNX exporter, on every export (rllib_caps.export)
+    "Resume experiment with: Tuner.restore",  # Tune's hint on an interruption: the tune CLI prints its own command
+    "Wrote the latest version of all result files",  # Tune's INFO line at the end of every sweep
 )
 
 

@@ -161,6 +161,21 @@ class CAPSExtension(AlgorithmExtension):
 
         return calibration_section(records, verify=verify)
 
+    def deployment_bundle(self, checkpoint: Path, out_dir: Path, evaluation: Mapping[str, Any] | None
+                          ) -> list[Path]:
+        """The ONNX model of the checkpoint's policy and its policy card (as ``python -m rllib_caps.export``)."""
+        from rllib_caps.algorithms.caps.export import export_onnx, policy_card, training_data
+        from rllib_caps.algorithms.caps.policy import CAPSPolicy
+        from rllib_caps.core.deployment import policy_spec
+
+        model, card = out_dir / "policy.onnx", out_dir / "policy.md"
+        policy = CAPSPolicy.from_checkpoint(checkpoint)
+        export_onnx(policy.module, model)
+        card.write_text(policy_card(policy.module, model=model, checkpoint=checkpoint,
+                                    data=training_data(policy_spec(checkpoint)),
+                                    evaluation=None if evaluation is None else dict(evaluation)))
+        return [model, card]
+
 
 def _critics(args: argparse.Namespace) -> list[str]:
     return list(dict.fromkeys(args.critic))
