@@ -55,8 +55,11 @@ def axes_text(params: Mapping[str, Any]) -> str:
                     for axis in entry.trained_axes if axis.named(values[axis.name]))
 
 
-def latest_evaluation(result: Mapping[str, Any]) -> Mapping[str, float] | None:
-    """The mean over thresholds of the evaluation in ``result`` (during training or the final one), or None."""
+def result_score(result: Mapping[str, Any]) -> Mapping[str, float] | None:
+    """The normalised reward and cost of a result: its trial's (a packed trial's: its members' mean) after the final
+    evaluation, else the mean over thresholds of an evaluation during training, else None."""
+    if not math.isnan(result.get("normalized_reward", math.nan)):
+        return result
     evaluation = (result.get(EVALUATION_RESULTS) or {}).get(RESULTS_KEY)
     return evaluation["mean"] if evaluation and "mean" in evaluation else None
 
@@ -123,7 +126,7 @@ class SweepConsole(Callback):
         self._event(f"started   {describe_trial(trial.config)}", trials)
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
-        score = latest_evaluation(result)
+        score = result_score(result)
         if score is not None:
             self._scores[trial.trial_id] = score
         if score is not None and not result.get("done"):

@@ -275,11 +275,10 @@ def _log_to_wandb(options: SweepOptions, artifacts: Mapping[str, list[Path]]) ->
                      settings=wandb.Settings(silent=True, console="off"))
     for name, paths in artifacts.items():
         artifact = wandb.Artifact(name, type="report" if name == "report" else "model")
-        for path in paths:
-            if path.is_dir():
-                artifact.add_dir(str(path), name=path.name)
-            else:
-                artifact.add_file(str(path))
+        for path in paths:  # file by file: add_dir prints a line per directory
+            for file in sorted(path.rglob("*")) if path.is_dir() else [path]:
+                if file.is_file():
+                    artifact.add_file(str(file), name=str(file.relative_to(path.parent)))
         run.log_artifact(artifact)
     run.finish()
 

@@ -25,6 +25,7 @@ from rllib_caps.core.extension import AlgorithmExtension, Evaluation, ReportSect
 logger = logging.getLogger("rllib_caps.caps")
 
 HEAD_COUNTS = "head_counts"  # an episode's steps per head (``episode_metrics``)
+ONNX_EXPORTER_LOGGERS = ("onnxscript", "onnx_ir")  # torch.onnx's exporter logs its optimiser's passes at INFO
 
 
 class CAPSExtension(AlgorithmExtension):
@@ -168,6 +169,8 @@ class CAPSExtension(AlgorithmExtension):
         from rllib_caps.algorithms.caps.policy import CAPSPolicy
         from rllib_caps.core.deployment import policy_spec
 
+        for exporter in ONNX_EXPORTER_LOGGERS:  # their INFO lines (passes run, nodes removed) say nothing here
+            logging.getLogger(exporter).setLevel(logging.WARNING)
         model, card = out_dir / "policy.onnx", out_dir / "policy.md"
         policy = CAPSPolicy.from_checkpoint(checkpoint)
         export_onnx(policy.module, model)
