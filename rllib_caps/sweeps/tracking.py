@@ -1,20 +1,26 @@
-"""Experiment tracking through Tune's own logger callbacks: Weights & Biases (``--wandb [PROJECT]``,
-``WandbLoggerCallback``) and MLflow (``--mlflow [URI]``, ``MLflowLoggerCallback``).
+"""Experiment tracking through subclasses of Tune's own logger callbacks: Weights & Biases (``--wandb [PROJECT]``,
+``WandbLoggerCallback``) and MLflow (``--mlflow [URI]``, ``MLflowLoggerCallback``), and ``--log-artifacts``.
 
 Each logs one run per trial, named as the trial, with the trial's Tune config (its ``variant``, seed and the
-sweep's shared ``setup``) as the run's config or params and every numeric result of every iteration as metrics:
+sweep's shared ``setup``) as the run's config or params and every numeric result of every iteration as metrics
+(``numeric_metrics``) at the result's gradient steps (W&B: its step, and ``gradient_steps`` every chart's x axis):
 the training losses (``learners/default_policy/*_loss``), ``gradient_steps``, and the per-κ evaluation
 (``evaluation/dsrl/thresholds/<κ>/...``) of the last iteration and of every ``--eval-every`` (a population logs an
 evaluation during training at the iteration that ran beside it, with its own ``gradient_steps``). The sweep's name
 groups the runs: the W&B group, the MLflow experiment.
 
-W&B runs are written into the experiment directory, ``STORAGE/NAME/wandb/offline-run-<time>-<trial id>/`` (the
-logging actors run on the driver's node and write there directly: a trial directory is Tune's local copy, synced
-at its own times, which could take a run before W&B has finished writing it). ``WANDB_MODE=offline`` in the
-sweep's environment keeps them there (no network, no API key; ``wandb sync`` uploads them later). The logging actors
-use the driver's W&B mode (``WANDB_MODE`` or ``wandb offline``'s settings), given to them, and its API key, given
-as an actor argument, never through a ``runtime_env`` (whose variables Ray logs; ``core.secrets``).
-MLflow logs from the driver to its tracking URI; without one, to ``sqlite:///STORAGE/mlflow.db``.
+Both log from the driver without holding up Tune's loop (which reports a callback taking over 0.5 s as "may be a
+performance bottleneck"): W&B's runs share its one service process, which writes them (Ray's callback starts two
+Ray actors per trial and waits for them on the trial's first result), and MLflow takes one batch per result (Ray's
+callback sends one request per metric, ~110 per result). W&B runs are written into the experiment directory,
+``STORAGE/NAME/wandb/offline-run-<time>-<trial id>/``. ``WANDB_MODE=offline`` in the sweep's environment keeps
+them there (no network, no API key; ``wandb sync`` uploads them later). No credential goes through a Ray
+``runtime_env`` (whose variables Ray logs; ``core.secrets``). MLflow logs to its tracking URI; without one, to
+``sqlite:///STORAGE/mlflow.db``, a new experiment keeping its artifacts in ``STORAGE/mlflow-artifacts``.
+
+``--log-artifacts``: after the report, every finished trial's final checkpoint, the files its algorithm deploys it
+as (``AlgorithmExtension.deployment_bundle``: CAPS's ONNX model and card) and the report's plots, in one more run
+per tracker, ``NAME-artifacts`` (``log_artifacts``).
 
 Both are checked before Ray starts (``check_trackers``): W&B logging online and an http(s) MLflow URI must answer
 within ``REACH_TIMEOUT_S``, or the sweep is refused with one line naming the flag (MLflow's client would retry for
