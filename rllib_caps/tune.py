@@ -216,7 +216,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     args = parse_args(argv)
-    if args.output == "quiet":  # the sweep's INFO lines (its grid, Ray's start) are left out
+    if args.output == "quiet":  # the sweep's INFO lines (its grid, where its results go) are left out
         logging.getLogger("rllib_caps").setLevel(logging.WARNING)
     divert_library_notices()
     try:
