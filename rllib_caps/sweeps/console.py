@@ -128,7 +128,7 @@ class SweepConsole(Callback):
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
         score = result_score(result)
         if score is not None:
-            self._scores[trial.trial_id] = score
+            self._scores[trial.trial_id] = {key: score[key] for key in ("normalized_reward", "normalized_cost")}
         if score is not None and not result.get("done"):
             reward, cost = score_text(score)
             self._event(f"evaluated {describe_trial(trial.config)} at {result.get(GRADIENT_STEPS, 0):g} gradient "
