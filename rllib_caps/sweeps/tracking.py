@@ -11,8 +11,8 @@ groups the runs: the W&B group, the MLflow experiment.
 
 Both log from the driver without holding up Tune's loop (which reports a callback taking over 0.5 s as "may be a
 performance bottleneck"): W&B's runs share its one service process, which writes them (Ray's callback starts two
-Ray actors per trial and waits for them on the trial's first result), and MLflow takes one batch per result (Ray's
-callback sends one request per metric, ~110 per result). W&B runs are written into the experiment directory,
+Ray actors per trial and waits for them on the trial's first result), and MLflow takes one batch per result, sent by a thread of its
+own (Ray's callback sends one request per metric, ~110 per result, from the loop). W&B runs are written into the experiment directory,
 ``STORAGE/NAME/wandb/offline-run-<time>-<trial id>/``. ``WANDB_MODE=offline`` in the sweep's environment keeps
 them there (no network, no API key; ``wandb sync`` uploads them later). No credential goes through a Ray
 ``runtime_env`` (whose variables Ray logs; ``core.secrets``). MLflow logs to its tracking URI; without one, to
@@ -29,10 +29,12 @@ minutes, and W&B would drop the history of a run it cannot upload and end withou
 
 from __future__ import annotations
 
+import logging
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +42,8 @@ import numpy as np
 
 from rllib_caps.core.keys import GRADIENT_STEPS
 from rllib_caps.sweeps.options import SweepError, SweepOptions
+
+logger = logging.getLogger("rllib_caps.tune")
 
 DEFAULT_WANDB_PROJECT = "rllib-caps"
 MLFLOW_DB = "mlflow.db"  # the default store's file in --storage
@@ -181,37 +185,62 @@ def _mlflow_callback(options: SweepOptions) -> Any:
     class BatchedMLflowLogger(MLflowLoggerCallback):
         """Ray's MLflow callback, its experiment created with the sweep's artifact location, each trial's params and
         each result's metrics logged in one request (Ray's logs one request per value: ~110 SQLite transactions per
-        result, seconds in the loop that processes results), at the result's gradient steps."""
+        result, seconds in the loop that processes results), at the result's gradient steps. The requests are sent
+        in order by one thread of their own, so Tune's loop never waits on the store; the experiment's end waits for
+        them."""
 
         def setup(self, *args: Any, **kwargs: Any) -> None:
             client = mlflow.MlflowClient(self.tracking_uri)
             if client.get_experiment_by_name(self.experiment_name) is None:
                 client.create_experiment(self.experiment_name, artifact_location=mlflow_artifact_location(options))
             super().setup(*args, **kwargs)
-            self.runs: dict[str, str] = {}
+            if "writer" not in self.__dict__:  # Tune sets its callbacks up again
+                self.runs: dict[str, str] = {}  # trial id -> run id, of the writer thread
+                self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mlflow")
+
+        def __getstate__(self) -> dict[str, Any]:  # Tune saves its callbacks with the experiment: no thread
+            return {k: v for k, v in self.__dict__.items() if k not in ("writer", "runs")}
+
+        def _send(self, request: Callable[[mlflow.MlflowClient], None]) -> None:
+            def send() -> None:
+                try:
+                    request(mlflow.MlflowClient(self.tracking_uri))
+                except Exception as err:  # MLflow raises what its store raises; a lost value is not worth a sweep
+                    logger.warning("--mlflow %s: %s: %s", self.tracking_uri, type(err).__name__, err)
+            self.writer.submit(send)
 
         def log_trial_start(self, trial: Any) -> None:
-            if trial.trial_id in self.runs:
-                return
-            client = mlflow.MlflowClient(self.tracking_uri)
-            run = client.create_run(self.mlflow_util.experiment_id, run_name=str(trial),
-                                    tags={**(self.tags or {}), "trial_name": str(trial)})
-            self.runs[trial.trial_id] = run.info.run_id
-            params = flatten_config(trial.config)
-            client.log_batch(run.info.run_id, params=[mlflow.entities.Param(k, str(v)) for k, v in params.items()])
+            trial_id, name = trial.trial_id, str(trial)
+            params = [mlflow.entities.Param(k, str(v)) for k, v in flatten_config(trial.config).items()]
+
+            def start(client: mlflow.MlflowClient) -> None:
+                if trial_id not in self.runs:
+                    run = client.create_run(self.mlflow_util.experiment_id, run_name=name,
+                                            tags={**(self.tags or {}), "trial_name": name})
+                    self.runs[trial_id] = run.info.run_id
+                    client.log_batch(run.info.run_id, params=params)
+            self._send(start)
 
         def log_trial_result(self, iteration: int, trial: Any, result: dict) -> None:
             self.log_trial_start(trial)
-            stamp, step = int(time.time() * 1000), int(result[GRADIENT_STEPS])
+            trial_id, stamp, step = trial.trial_id, int(time.time() * 1000), int(result[GRADIENT_STEPS])
             metrics = [mlflow.entities.Metric(k, v, stamp, step) for k, v in numeric_metrics(result).items()]
-            for start in range(0, len(metrics), MLFLOW_BATCH):
-                mlflow.MlflowClient(self.tracking_uri).log_batch(self.runs[trial.trial_id],
-                                                                 metrics=metrics[start:start + MLFLOW_BATCH])
+
+            def log(client: mlflow.MlflowClient) -> None:
+                for start in range(0, len(metrics), MLFLOW_BATCH):
+                    client.log_batch(self.runs[trial_id], metrics=metrics[start:start + MLFLOW_BATCH])
+            self._send(log)
 
         def log_trial_end(self, trial: Any, failed: bool = False) -> None:
-            run_id = self.runs.pop(trial.trial_id, None)
-            if run_id is not None:
-                mlflow.MlflowClient(self.tracking_uri).set_terminated(run_id, "FAILED" if failed else "FINISHED")
+            trial_id = trial.trial_id
+
+            def end(client: mlflow.MlflowClient) -> None:
+                if trial_id in self.runs:
+                    client.set_terminated(self.runs.pop(trial_id), "FAILED" if failed else "FINISHED")
+            self._send(end)
+
+        def on_experiment_end(self, trials: list, **info: Any) -> None:
+            self.writer.shutdown(wait=True)
 
     uri = mlflow_uri(options)
     if uri.startswith(SQLITE):  # SQLite creates the file, not its directory
