@@ -10,13 +10,14 @@ evaluation during training at the iteration that ran beside it, with its own ``g
 groups the runs: the W&B group, the MLflow experiment.
 
 Both log from the driver without holding up Tune's loop (which reports a callback taking over 0.5 s as "may be a
-performance bottleneck"): W&B's runs share its one service process, which writes them (Ray's callback starts two
-Ray actors per trial and waits for them on the trial's first result), and MLflow takes one batch per result, sent by a thread of its
-own (Ray's callback sends one request per metric, ~110 per result, from the loop). W&B runs are written into the experiment directory,
-``STORAGE/NAME/wandb/offline-run-<time>-<trial id>/``. ``WANDB_MODE=offline`` in the sweep's environment keeps
-them there (no network, no API key; ``wandb sync`` uploads them later). No credential goes through a Ray
-``runtime_env`` (whose variables Ray logs; ``core.secrets``). MLflow logs to its tracking URI; without one, to
-``sqlite:///STORAGE/mlflow.db``, a new experiment keeping its artifacts in ``STORAGE/mlflow-artifacts``.
+performance bottleneck"): W&B's runs share its one service process, which writes them (Ray's callback starts two Ray
+actors per trial and waits for them on the trial's first result), and MLflow takes one batch per result, sent by a
+thread of its own (Ray's callback sends one request per metric, ~110 per result, from the loop). W&B runs are
+written into the experiment directory, ``STORAGE/NAME/wandb/offline-run-<time>-<trial id>/``. ``WANDB_MODE=offline``
+in the sweep's environment keeps them there (no network, no API key; ``wandb sync`` uploads them later). No
+credential goes through a Ray ``runtime_env`` (whose variables Ray logs; ``core.secrets``). MLflow logs to its
+tracking URI; without one, to ``sqlite:///STORAGE/mlflow.db``, a new experiment keeping its artifacts in
+``STORAGE/mlflow-artifacts``.
 
 ``--log-artifacts``: after the report, every finished trial's final checkpoint, the files its algorithm deploys it
 as (``AlgorithmExtension.deployment_bundle``: CAPS's ONNX model and card) and the report's plots, in one more run
