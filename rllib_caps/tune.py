@@ -175,6 +175,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "WANDB_MODE=offline the runs stay in the trial directories (no network or API key)")
     g.add_argument("--mlflow", nargs="?", const=True, metavar="URI",
                    help=f"log every trial to MLflow at tracking URI URI [{SQLITE}STORAGE/{MLFLOW_DB}]")
+    g.add_argument("--log-artifacts", action="store_true", default=None,
+                   help="after the report, also log every trial's final checkpoint, its deployable bundle (CAPS: the "
+                        "ONNX model and card) and the report's plots to the trackers, in one run named NAME-artifacts")
+    g = p.add_argument_group("console").add_mutually_exclusive_group()
+    g.add_argument("--verbose", dest="output", action="store_const", const="verbose",
+                   help="Ray Tune's own output too: its status boxes and each trial's config and results")
+    g.add_argument("--quiet", dest="output", action="store_const", const="quiet",
+                   help="print only failures and the final table [default: a line per trial event and the table]")
     g = p.add_argument_group("search")
     g.add_argument("--search", choices=("optuna",), help="Optuna over the searchable settings of one algorithm in the "
                    "space its entry declares (CAPS: awr_beta (β) and the K-2 middle λ_k), per task and axis values "
@@ -219,6 +227,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     args = parse_args(argv)
+    if args.output == "quiet":  # the sweep's INFO lines (its grid, where its results go) are left out
+        logging.getLogger("rllib_caps").setLevel(logging.WARNING)
     from rllib_caps.report.records import REPORT_DIR, load_trials
 
     try:
@@ -294,6 +304,10 @@ def main(argv: list[str] | None = None) -> int:
             report = write_report(options.experiment_dir, cost_limits=options.report_cost_limits,
                                   verify=options.verify,
                                   **({"episodes": max(int(episodes), 1)} if episodes is not None else {}))
+            if options.log_artifacts:
+                from rllib_caps.sweeps.tracking import log_artifacts
+
+                log_artifacts(options, report.out_dir)
         except (SweepError, ReportError) as err:
             print(f"error: {err}", file=sys.stderr)
             return 2

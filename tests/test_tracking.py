@@ -59,6 +59,9 @@ def test_tracking_flags_and_yaml_keys(tmp_path: Path) -> None:
     options = resolve_options(parse_args(["--wandb", "mine", "--mlflow", "sqlite:///elsewhere.db"]))
     assert (wandb_project(options), mlflow_uri(options)) == ("mine", "sqlite:///elsewhere.db")
     assert tracking_callbacks(resolve_options(parse_args([]))) == []
+    with pytest.raises(SweepError, match=r"--log-artifacts logs to the sweep's trackers: add --wandb, --mlflow"):
+        tracking_callbacks(resolve_options(parse_args(["--log-artifacts"])))
+    assert resolve_options(parse_args(["--log-artifacts", "--mlflow"])).log_artifacts
     config = tmp_path / "tracked.yaml"
     config.write_text(yaml.safe_dump({"wandb": "from-yaml", "mlflow": True}))
     options = resolve_options(parse_args(["--config", str(config)]))
@@ -86,6 +89,7 @@ def test_callbacks_are_set_up_before_the_sweep(tmp_path: Path, monkeypatch: pyte
     assert wandb_cb.kwargs == {"mode": "offline", "dir": str(Path("results").resolve() / "sweep-a")}
     experiment = mlflow.MlflowClient(uri).get_experiment_by_name("sweep-a")
     assert experiment.experiment_id == mlflow_cb.mlflow_util.experiment_id
+    assert experiment.artifact_location == (Path("results").resolve() / "mlflow-artifacts").as_uri()  # not ./mlruns
     with pytest.raises(SweepError, match=r"--mlflow sqlite:////proc/no/mlflow.db: FileNotFoundError"):
         tracking_callbacks(SweepOptions(mlflow="sqlite:////proc/no/mlflow.db"))
     monkeypatch.delenv("WANDB_MODE")
@@ -177,15 +181,19 @@ def _wandb_records(run_dir: Path) -> list[dict]:
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_a_sweep_logs_each_trial_to_wandb_offline_and_mlflow(ray_address: str, tmp_path: Path) -> None:
-    """One trial (2 iterations, evaluated after each: --eval-every 30) with --wandb and --mlflow: one run per trial,
-    named as the trial, grouped by the sweep's name, with the trial's variant as config, every iteration's losses
-    and the per-κ evaluations, equal to the trial's result.json; the report draws its learning curves."""
+    """One trial (2 iterations, evaluated after each: --eval-every 30) with --wandb, --mlflow and --log-artifacts:
+    one run per trial, named as the trial, grouped by the sweep's name, with the trial's variant as config, every
+    iteration's losses and the per-κ evaluations at their gradient steps (the x axis), equal to the trial's
+    result.json; an artifacts run in each tracker with the trial's final checkpoint, its ONNX bundle and the report's
+    plots; the report draws its learning curves. No tracker slows Tune's loop (no "performance bottleneck"
+    warning), and the console has one line per trial event and the table of trials, no Tune box."""
     import mlflow
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     command = [sys.executable, "-m", "rllib_caps.tune", "--tasks", "BallCircle", "--seeds", "0", "--data-root",
                str(ROOT / "datasets"), "--storage", str(tmp_path), "--name", "tracked", "--address", ray_address,
-               "--no-cost-limits", "--eval-every", "30", "--wandb", "rllib-caps-test", "--mlflow", uri]
+               "--no-cost-limits", "--eval-every", "30", "--wandb", "rllib-caps-test", "--mlflow", uri,
+               "--log-artifacts"]
     config = tmp_path / "tiny.yaml"
     config.write_text(yaml.safe_dump({"training": TINY_TRAINING}))
     env = {**os.environ, "WANDB_MODE": "offline"}  # the shared Ray's workers do not have it: passed on as mode
@@ -193,25 +201,53 @@ def test_a_sweep_logs_each_trial_to_wandb_offline_and_mlflow(ray_address: str, t
     done = subprocess.run([*command, "--config", str(config)], capture_output=True, text=True, cwd=ROOT, env=env,
                           check=False, timeout=500)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "performance bottleneck" not in done.stdout + done.stderr, done.stderr
     (record,), _ = load_trials(tmp_path / "tracked")
+    trial_id = record.trial_dir.name.split("_seed0_")[1]
+    printed = done.stdout[:done.stdout.index("\n## ")].splitlines()  # before the report
+    console = printed[[line.startswith("started") for line in printed].index(True):]  # after where Ray runs
+    assert console[:3] == ["started   caps BallCircle K2 seed=0",
+                           "evaluated caps BallCircle K2 seed=0 at 30 gradient steps: normalised reward "
+                           f"{_first_evaluation(record.trial_dir)}",
+                           "finished  caps BallCircle K2 seed=0: normalised reward "
+                           f"{record.evaluation['mean']['normalized_reward']:.3f}, cost "
+                           f"{record.evaluation['mean']['normalized_cost']:.3f} "
+                           f"({'safe' if record.evaluation['mean']['safe'] == 1 else 'UNSAFE'})"]
+    assert console[3].split() == ["trial", "algorithm", "task", "axes", "seed", "iter", "gradient", "steps",
+                                  "reward", "cost", "status"]
+    assert console[4].split()[:7] == [trial_id, "CAPS", "BallCircle", "K=2", "0", "2", "60"] and len(console) == 5
+    assert not any(box in done.stdout for box in ("╭", "│", "Trial status", "tensorboard", "Tuner.restore"))
     results = [json.loads(line) for line in (record.trial_dir / "result.json").read_text().splitlines()]
     assert [r["gradient_steps"] for r in results] == [30, 60] and all("evaluation" in r for r in results)
     kappa10 = [r["evaluation"]["dsrl"]["thresholds"]["10"]["normalized_cost"] for r in results]
     qr_loss = [losses_of(r)["qr_loss"] for r in results]
+    plots = sorted(path.name for path in (tmp_path / "tracked" / "report").glob("*.png"))
+    assert "learning_BallCircle.png" in plots
 
     mlflow.set_tracking_uri(uri)
-    (_, run), = mlflow.search_runs(experiment_names=["tracked"]).iterrows()
-    assert (run["status"], run["tags.mlflow.runName"]) == ("FINISHED", record.trial_dir.name)
+    runs = mlflow.search_runs(experiment_names=["tracked"]).set_index("tags.mlflow.runName")
+    run = runs.loc[record.trial_dir.name]
+    assert run["status"] == "FINISHED"
     assert (run["params.variant/algo"], run["params.variant/task"], run["params.variant/num_heads"],
             run["params.seed"]) == ("caps", "BallCircle", "2", "0")
     assert run["metrics.normalized_reward"] == record.evaluation["mean"]["normalized_reward"]
     client = mlflow.MlflowClient(uri)
     history = {key: [(m.step, m.value) for m in client.get_metric_history(run["run_id"], key)]
                for key in ("learners/default_policy/qr_loss", "evaluation/dsrl/thresholds/10/normalized_cost")}
-    assert history["learners/default_policy/qr_loss"] == list(zip([1, 2], qr_loss, strict=True))
-    assert history["evaluation/dsrl/thresholds/10/normalized_cost"] == list(zip([1, 2], kappa10, strict=True))
+    assert history["learners/default_policy/qr_loss"] == list(zip([30, 60], qr_loss, strict=True))
+    assert history["evaluation/dsrl/thresholds/10/normalized_cost"] == list(zip([30, 60], kappa10, strict=True))
+    artifacts = runs.loc["tracked-artifacts"]
+    assert artifacts["artifact_uri"].startswith((tmp_path / "mlflow-artifacts").as_uri())  # under --storage
 
-    trial_id = record.trial_dir.name.split("_seed0_")[1]
+    def listed(path: str = "") -> set[str]:
+        return {item.path for item in client.list_artifacts(artifacts["run_id"], path)}
+
+    name = record.trial_dir.name
+    assert listed() == {f"checkpoint-{name}", f"bundle-{name}", "report"}
+    assert f"checkpoint-{name}/{record.checkpoint.name}/policy" in listed(f"checkpoint-{name}/{record.checkpoint.name}")
+    assert listed(f"bundle-{name}") == {f"bundle-{name}/policy.onnx", f"bundle-{name}/policy.md"}
+    assert listed("report") == {f"report/{plot}" for plot in plots}
+
     (run_dir,) = (tmp_path / "tracked" / "wandb").glob(f"offline-run-*-{trial_id}")
     records = _wandb_records(run_dir)
     (started,) = [r["run"] for r in records if r["type"] == "run"]
@@ -219,8 +255,24 @@ def test_a_sweep_logs_each_trial_to_wandb_offline_and_mlflow(ray_address: str, t
         ("rllib-caps-test", "tracked", record.trial_dir.name)
     assert started["config"]["update"]["variant"] == {"algo": "caps", "task": "BallCircle", "num_heads": 2,
                                                       "backbone": "iql", "actor": "shared"}
+    axes = [r["metric"] for r in records if r["type"] == "metric" and r["metric"].get("glob_name") == "*"]
+    assert [axis["step_metric"] for axis in axes] == ["gradient_steps"]  # every chart's x
     history = [r["history"]["item"] for r in records if r["type"] == "history"]
-    assert [h["training_iteration"] for h in history] == [1, 2]
+    assert [(h["_step"], h["gradient_steps"], h["training_iteration"]) for h in history] == [(30, 30, 1), (60, 60, 2)]
     assert [h["learners/default_policy/qr_loss"] for h in history] == pytest.approx(qr_loss)
     assert [h["evaluation/dsrl/thresholds/10/normalized_cost"] for h in history] == pytest.approx(kappa10)
+    (artifacts_dir,) = [path for path in (tmp_path / "tracked" / "wandb").glob("offline-run-*")
+                        if not path.name.endswith(trial_id)]
+    logged = {r["artifact"]["name"]: {entry["path"] for entry in r["artifact"]["manifest"]["contents"]}
+              for r in _wandb_records(artifacts_dir) if r["type"] == "artifact"}
+    assert set(logged) == {f"checkpoint-{name}", f"bundle-{name}", "report"}
+    assert any(path.startswith(f"{record.checkpoint.name}/policy/") for path in logged[f"checkpoint-{name}"])
+    assert logged[f"bundle-{name}"] == {"policy.onnx", "policy.md"} and logged["report"] == set(plots)
     assert (tmp_path / "tracked" / "report" / "learning_BallCircle.png").stat().st_size > 10_000
+
+
+def _first_evaluation(trial_dir: Path) -> str:
+    """The console's text of a trial's evaluation during training: its mean normalised reward and cost."""
+    first = json.loads((trial_dir / "result.json").read_text().splitlines()[0])
+    mean = first["evaluation"]["dsrl"]["mean"]
+    return f"{mean['normalized_reward']:.3f}, cost {mean['normalized_cost']:.3f}"

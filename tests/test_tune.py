@@ -30,6 +30,7 @@ from rllib_caps.sweeps.trials import (
     METRIC_KEYS,
     constrained_objective,
     dataset_dir,
+    describe_trial,
     settings_for,
     trial_config,
     trial_name,
@@ -299,17 +300,25 @@ def test_sweep_over_two_tasks_and_two_seeds_reports_every_row(ray_address: str, 
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_three_algorithm_sweep_reports_every_column_and_the_cost_limit_table(ray_address: str,
-                                                                            tmp_path: Path) -> None:
+def test_three_algorithm_sweep_reports_every_column_and_the_cost_limit_table(ray_address: str, tmp_path: Path,
+                                                                            capsys: pytest.CaptureFixture) -> None:
     """CAPS and CDT (one trial each, evaluated at κ 10/20/40) and BC-Safe (one trial per κ) in one Tune experiment
     on the bundled BallCircle; the report has a column per algorithm, BC-Safe's seed merging its three κ, and the
-    cost-limit table re-evaluates the two κ-at-deployment checkpoints (CAPS, CDT) at every limit set."""
+    cost-limit table re-evaluates the two κ-at-deployment checkpoints (CAPS, CDT) at every limit set. What the sweep
+    prints: a start and a finish line per trial and the table of the five, nothing of Tune's (boxes, hints)."""
     options = SweepOptions(algos=["caps", "bc-safe", "cdt"], tasks="BallCircle", seeds=[0],
                            data_root=str(ROOT / "datasets"), storage=str(tmp_path), name="three",
                            training=TINY_TRAINING, cpus_per_trial=1.0)
     experiment = run_sweep(options)
+    printed = capsys.readouterr().out.splitlines()
     records, unfinished = load_trials(experiment)
     assert unfinished == []
+    names = sorted(describe_trial(json.loads((r.trial_dir / "params.json").read_text())) for r in records)
+    assert sorted(line.removeprefix("started").strip() for line in printed if line.startswith("started")) == names
+    assert sorted(line.removeprefix("finished").split(":")[0].strip() for line in printed
+                  if line.startswith("finished")) == names
+    assert printed[-6].split()[:3] == ["trial", "algorithm", "task"] and len(printed) == 2 * 5 + 1 + 5
+    assert all(line.split()[-1] == "TERMINATED" for line in printed[-5:])
     assert sorted((r.algo, r.cost_limit) for r in records) == [("bc-safe", 10.0), ("bc-safe", 20.0),
                                                                ("bc-safe", 40.0), ("caps", None), ("cdt", None)]
     for r in records:

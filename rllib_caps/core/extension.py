@@ -83,6 +83,14 @@ class AlgorithmExtension:
         """Extra sections of the report over the algorithm's deployed trial ``records`` (one per checkpoint)."""
         return []
 
+    # A sweep's artifacts (python -m rllib_caps.tune --log-artifacts).
+
+    def deployment_bundle(self, checkpoint: Path, out_dir: Path, evaluation: Mapping[str, Any] | None
+                          ) -> list[Path]:
+        """Writes into ``out_dir`` what a trained ``checkpoint`` deploys as besides itself (with its recorded
+        ``evaluation``, where one is); returns the files. None by default."""
+        return []
+
 
 def module_extension(module_class: type) -> AlgorithmExtension:
     """The extension of the algorithm of an RLModule class: the class its ``extension_path`` names ("module:Class",

@@ -38,10 +38,6 @@ name, rather than silently elsewhere. Each private member, why we need it, and w
 - ``ray.tune.execution.class_cache.ENV_VARS_TO_PROPAGATE``: the driver's variables that Tune passes to every
   trainable through ``runtime_env`` env_vars, ``AWS_SECRET_ACCESS_KEY`` among them, which Ray's runtime-env agent
   writes to its log; ``stop_tune_forwarding`` takes names out of it. Else: nothing (Ray has no setting for it).
-- ``WandbLoggerCallback._remote_logger_class``, ``._logger_actor_cls`` and ``ray.air.integrations.wandb.
-  _force_on_current_node``: Ray creates the W&B logging actors with ``runtime_env={"env_vars": {"WANDB_API_KEY":
-  ...}}`` (logged likewise); ``WandbActorHook`` creates them as Ray does but without it, the actor setting the
-  variables given to it (``environment``) in its own environment. Else: override ``_start_logging_actor``.
 - ``torch._amp_foreach_non_finite_check_and_unscale_``: the finiteness check of all gradients in one kernel
   (``torch.amp.GradScaler``'s, with a scale of 1); ``non_finite_check_and_unscale_``. Else:
   ``torch.isfinite`` per tensor (a device sync each).
@@ -64,12 +60,9 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from functools import partial
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -91,8 +84,6 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "torch": ("_foreach_lerp_", "_amp_foreach_non_finite_check_and_unscale_"),
     "ray._private.services": ("ConsolePopen",),
     "ray.tune.execution.class_cache": ("ENV_VARS_TO_PROPAGATE",),
-    "ray.air.integrations.wandb": ("_force_on_current_node",),
-    "ray.air.integrations.wandb.WandbLoggerCallback": ("_remote_logger_class", "_logger_actor_cls"),
 }
 # RLlib's documented underscore hooks, overridden in every RLModule: checked, not routed.
 OVERRIDE_HOOKS: dict[str, tuple[str, ...]] = {
@@ -219,36 +210,6 @@ def stop_tune_forwarding(excluded: Callable[[str], bool]) -> None:
     from ray.tune.execution import class_cache
 
     class_cache.ENV_VARS_TO_PROPAGATE = {name for name in class_cache.ENV_VARS_TO_PROPAGATE if not excluded(name)}
-
-
-class WandbActorHook:
-    """Mixin before ``WandbLoggerCallback``: its logging actors are created as Ray creates them but with no
-    ``runtime_env``; what Ray would put in it (``WANDB_API_KEY`` from the driver's environment, read when the first
-    actor starts: never stored on the callback, which Tune pickles into the experiment) is an argument of each
-    actor, which sets it in its own environment before W&B starts."""
-
-    def log_trial_start(self, trial: Any) -> None:
-        if self._remote_logger_class is None:
-            import ray
-            from ray.air.integrations.wandb import WANDB_ENV_VAR, _force_on_current_node
-
-            actor_class = ray.remote(num_cpus=0, **_force_on_current_node(), max_restarts=-1,
-                                     max_task_retries=-1)(_with_environment(self._logger_actor_cls))
-            environment = {WANDB_ENV_VAR: os.environ[WANDB_ENV_VAR]} if WANDB_ENV_VAR in os.environ else {}
-            self._remote_logger_class = SimpleNamespace(remote=partial(actor_class.remote, environment=environment))
-        super().log_trial_start(trial)
-
-
-def _with_environment(actor_class: type) -> type:
-    """``actor_class`` whose constructor also takes ``environment``, set in the process's environment first."""
-
-    class ActorWithEnvironment(actor_class):
-        def __init__(self, *args: Any, environment: dict[str, str], **kwargs: Any) -> None:
-            os.environ.update(environment)
-            super().__init__(*args, **kwargs)
-
-    ActorWithEnvironment.__name__ = ActorWithEnvironment.__qualname__ = actor_class.__name__
-    return ActorWithEnvironment
 
 
 def missing_internals() -> list[str]:

@@ -1,7 +1,7 @@
 """Credentials stay out of Ray's runtime environments: Ray's runtime-env agent writes every ``env_vars`` it sets
 up to ``runtime_env_agent.log`` in the session's log directory, readable by every user of the machine. The
 processes that need a credential read it from their own environment: a local Ray's processes inherit the driver's,
-and the W&B logging actors are given theirs as an argument (``rllib_caps.sweeps.tracking``)."""
+and W&B logs from the driver (``rllib_caps.sweeps.tracking``)."""
 
 from __future__ import annotations
 

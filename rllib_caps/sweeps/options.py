@@ -26,7 +26,7 @@ PACK_MODES = ("auto", "on", "off")  # --pack: rllib_caps.sweeps.packing
 # one the search suggests without the results still to come.
 MAX_MEMBERS = 32
 COMMAND_LINE = "the command line"
-COMMAND_LINE_ONLY = {"resume", "address", "dashboard", "dry_run", "verify"}  # not YAML keys
+COMMAND_LINE_ONLY = {"resume", "address", "dashboard", "dry_run", "verify", "output"}  # not YAML keys
 # Numeric options and training settings: the bounds of utils.checks.check_number. None fields are unset.
 NUMBERS: dict[str, dict[str, Any]] = {
     "steps": {"integer": True, "minimum": 1},
@@ -107,6 +107,8 @@ class SweepOptions:
     dry_run: bool = False  # print the planned grid and its trial count, run nothing
     wandb: str | bool | None = None  # W&B project of one run per trial (True: the default project)
     mlflow: str | bool | None = None  # MLflow tracking URI of one run per trial (True: SQLite beside the results)
+    log_artifacts: bool = False  # also log checkpoints, deployable bundles and the report's plots to the trackers
+    output: str = "default"  # what the sweep prints: quiet, default or verbose (rllib_caps.sweeps.console)
     cost_limits: bool | None = None  # the report's cost-limit table; None: when an algorithm takes κ at deployment
     prepare: str | None = None  # fetch and convert missing datasets first: hf, a directory or a URL prefix
     search: str | None = None

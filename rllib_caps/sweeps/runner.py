@@ -114,7 +114,8 @@ def run_experiment(options: SweepOptions, experiment_dir: Path, param_space: dic
     (``rllib_caps.sweeps.tracking``; a resumed experiment keeps those it started with); returns the ResultGrid."""
     from ray import tune
 
-    from rllib_caps.sweeps.trainable import SweepTrial, TrialLogger
+    from rllib_caps.sweeps.console import SweepConsole, tune_console, tune_loggers, tune_verbosity
+    from rllib_caps.sweeps.trainable import SweepTrial
 
     trainable = SweepTrial
     check_experiment_dir(experiment_dir, resume)
@@ -130,6 +131,8 @@ def run_experiment(options: SweepOptions, experiment_dir: Path, param_space: dic
         repair_state(experiment_dir)
         tuner = tune.Tuner.restore(str(experiment_dir), trainable=trainable, resume_errored=True)
     else:
+        callbacks = [SweepConsole(options.output), state_backup(experiment_dir), *tune_loggers(),
+                     *tracking_callbacks(options)]
         tuner = tune.Tuner(
             trainable,
             param_space=param_space,
@@ -142,10 +145,10 @@ def run_experiment(options: SweepOptions, experiment_dir: Path, param_space: dic
                 checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=options.checkpoint_every,
                                                         checkpoint_at_end=True,
                                                         num_to_keep=CHECKPOINTS_KEPT),
-                callbacks=[TrialLogger(), state_backup(experiment_dir), *tracking_callbacks(options)], verbose=1,
+                callbacks=callbacks, verbose=tune_verbosity(options.output),
             ),
         )
-    with tune_stops_on_interrupt() as interrupt:
+    with tune_console(options.output), tune_stops_on_interrupt() as interrupt:
         try:
             results = tuner.fit()
         except Exception as err:

@@ -1,16 +1,14 @@
-"""The Tune side of a sweep trial: ``SweepTrial``, the trainable of every algorithm, and ``TrialLogger``, the callback
-that logs each finished trial. This module imports Ray; the CLI path imports it only when a sweep runs
+"""The Tune side of a sweep trial: ``SweepTrial``, the trainable of every algorithm (what a sweep prints of it:
+``rllib_caps.sweeps.console``). This module imports Ray; the CLI path imports it only when a sweep runs
 (``rllib_caps.sweeps.runner``), so ``tune --help`` stays instant. What a trial trains is decided Ray-free in
 ``rllib_caps.sweeps.trials``."""
 
 from __future__ import annotations
 
-import logging
-import math
 from typing import Any
 
 from ray.rllib.utils.metrics import EVALUATION_RESULTS
-from ray.tune import Callback, PlacementGroupFactory, Trainable
+from ray.tune import PlacementGroupFactory, Trainable
 from ray.tune.result import DONE
 
 from rllib_caps.algorithms.registry import get_algorithm
@@ -18,14 +16,11 @@ from rllib_caps.core.keys import GRADIENT_STEPS, RESULTS_KEY
 from rllib_caps.sweeps.population_run import PopulationRun
 from rllib_caps.sweeps.trial_schema import ALGORITHM_SETTINGS, MEMBERS, VARIANT_RESULTS, trial_members, trial_params
 from rllib_caps.sweeps.trials import (
-    describe_trial,
     evaluated_values,
     members_summary,
     sweep_metrics,
     trial_config,
 )
-
-logger = logging.getLogger("rllib_caps.tune")
 
 
 class SweepTrial(Trainable):
@@ -112,15 +107,3 @@ class SweepTrial(Trainable):
         else:
             self.algorithms[0].stop()
 
-
-class TrialLogger(Callback):
-    """Tune callback: one log line per finished trial with its normalised reward and cost."""
-
-    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        r = trial.last_result
-        logger.info("finished %s: normalised reward %.3f, cost %.3f (%s)", describe_trial(trial.config),
-                    r.get("normalized_reward", math.nan), r.get("normalized_cost", math.nan),
-                    "safe" if r.get("safe") == 1 else "UNSAFE")
-
-    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        logger.error("trial %s failed; see %s", describe_trial(trial.config), trial.path)

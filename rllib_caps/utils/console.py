@@ -1,8 +1,9 @@
 """Keeps library notices that say nothing about the user's run off the console.
 
 Ray and RLlib log a few warnings on every run that need no action here: the new-API-stack notice, Ray's token
-authentication notice, RLlib's deprecation of its own module construction, and the missing ``gputil``; torch's
-ONNX exporter, that ``torchvision`` is not installed.
+authentication notice, RLlib's deprecation of its own module construction, and the missing ``gputil``; Ray Tune,
+where it wrote its results at a sweep's end and its ``Tuner.restore(...)`` hint on an interruption (the ``tune`` CLI
+prints the sweep's own resume command); torch's ONNX exporter, that ``torchvision`` is not installed.
 ``divert_library_notices`` sends them to a log file instead (``~/.cache/rllib_caps/library.log``, or
 ``$RLLIB_CAPS_LOG``); every other warning still reaches the console.
 """
@@ -20,6 +21,8 @@ NOTICES = (
     "`RLModule(config=[RLModuleConfig object])` has been deprecated",  # RLlib's own module construction
     "Install gputil",
     "torchvision is not installed",  # torch's ONNX exporter, on every export (rllib_caps.export)
+    "Resume experiment with: Tuner.restore",  # Tune's hint on an interruption: the tune CLI prints its own command
+    "Wrote the latest version of all result files",  # Tune's INFO line at the end of every sweep
 )
 
 

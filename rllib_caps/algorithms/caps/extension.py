@@ -25,6 +25,7 @@ from rllib_caps.core.extension import AlgorithmExtension, Evaluation, ReportSect
 logger = logging.getLogger("rllib_caps.caps")
 
 HEAD_COUNTS = "head_counts"  # an episode's steps per head (``episode_metrics``)
+ONNX_EXPORTER_LOGGERS = ("onnxscript", "onnx_ir")  # torch.onnx's exporter logs its optimiser's passes at INFO
 
 
 class CAPSExtension(AlgorithmExtension):
@@ -160,6 +161,23 @@ class CAPSExtension(AlgorithmExtension):
         from rllib_caps.algorithms.caps.critic_calibration import calibration_section
 
         return calibration_section(records, verify=verify)
+
+    def deployment_bundle(self, checkpoint: Path, out_dir: Path, evaluation: Mapping[str, Any] | None
+                          ) -> list[Path]:
+        """The ONNX model of the checkpoint's policy and its policy card (as ``python -m rllib_caps.export``)."""
+        from rllib_caps.algorithms.caps.export import export_onnx, policy_card, training_data
+        from rllib_caps.algorithms.caps.policy import CAPSPolicy
+        from rllib_caps.core.deployment import policy_spec
+
+        for exporter in ONNX_EXPORTER_LOGGERS:  # their INFO lines (passes run, nodes removed) say nothing here
+            logging.getLogger(exporter).setLevel(logging.WARNING)
+        model, card = out_dir / "policy.onnx", out_dir / "policy.md"
+        policy = CAPSPolicy.from_checkpoint(checkpoint)
+        export_onnx(policy.module, model)
+        card.write_text(policy_card(policy.module, model=model, checkpoint=checkpoint,
+                                    data=training_data(policy_spec(checkpoint)),
+                                    evaluation=None if evaluation is None else dict(evaluation)))
+        return [model, card]
 
 
 def _critics(args: argparse.Namespace) -> list[str]:
