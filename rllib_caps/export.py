@@ -59,10 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     from rllib_caps.algorithms.caps.export import (
         RUNTIME_FILE,
         calibrate_for_export,
-        export_onnx,
-        policy_card,
         runtime_source,
         training_data,
+        write_bundle,
     )
     from rllib_caps.algorithms.caps.policy import CAPSPolicy
     from rllib_caps.algorithms.registry import load_policy
@@ -110,11 +109,10 @@ def main(argv: list[str] | None = None) -> int:
                     calibrate_for_export(policy, Path(calibration_data), args.calibrate_cost, verify=args.verify)
                 except ValueError as err:
                     raise ValueError(f"--data {err}") from err
-            metadata = export_onnx(policy.module, model_tmp, args.calibrate_cost or "")
-            card_tmp.write_text(policy_card(policy.module, model=out, checkpoint=checkpoint, data=data,
-                                            evaluation=checkpoint_evaluation(checkpoint), metadata=metadata))
-            for path in runtime_tmp:
-                path.write_text(source)
+            metadata = write_bundle(policy, checkpoint=checkpoint, model=model_tmp, card=card_tmp,
+                                    runtime=runtime_tmp[0] if runtime_tmp else None, named_model=out,
+                                    evaluation=checkpoint_evaluation(checkpoint),
+                                    calibration=args.calibrate_cost or "")
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

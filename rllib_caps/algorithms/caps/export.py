@@ -111,6 +111,24 @@ def export_onnx(module: nn.Module, path: Path, calibration: str = "") -> dict[st
     return metadata
 
 
+def write_bundle(policy: Any, *, checkpoint: Path, model: Path, card: Path, runtime: Path | None,
+                 named_model: Path | None = None, evaluation: dict[str, Any] | None = None,
+                 calibration: str = "") -> dict[str, str]:
+    """The deployable bundle of a CAPS ``policy`` loaded from ``checkpoint``: the ONNX model (``export_onnx``), its
+    card (``policy_card``) and, unless ``runtime`` is None, ``onnx_runtime.py``; returns the model's metadata.
+    ``named_model``: the path the model will have, when ``model`` is a temporary file that replaces it (the card
+    names it and its bundle's paths)."""
+    from rllib_caps.core.deployment import policy_spec
+
+    metadata = export_onnx(policy.module, model, calibration)
+    card.write_text(policy_card(policy.module, model=named_model or model, checkpoint=checkpoint,
+                                data=training_data(policy_spec(checkpoint)), evaluation=evaluation,
+                                metadata=metadata))
+    if runtime is not None:
+        runtime.write_text(runtime_source())
+    return metadata
+
+
 def runtime_source() -> str:
     """The text of ``rllib_caps/onnx_runtime.py``, which the bundle carries as ``RUNTIME_FILE``."""
     return (files("rllib_caps") / RUNTIME_FILE).read_text()

@@ -164,20 +164,17 @@ class CAPSExtension(AlgorithmExtension):
 
     def deployment_bundle(self, checkpoint: Path, out_dir: Path, evaluation: Mapping[str, Any] | None
                           ) -> list[Path]:
-        """The ONNX model of the checkpoint's policy and its policy card (as ``python -m rllib_caps.export``)."""
-        from rllib_caps.algorithms.caps.export import export_onnx, policy_card, training_data
+        """The checkpoint's ONNX bundle: the model, its policy card and the runtime (as ``python -m
+        rllib_caps.export``)."""
+        from rllib_caps.algorithms.caps.export import RUNTIME_FILE, write_bundle
         from rllib_caps.algorithms.caps.policy import CAPSPolicy
-        from rllib_caps.core.deployment import policy_spec
 
         for exporter in ONNX_EXPORTER_LOGGERS:  # their INFO lines (passes run, nodes removed) say nothing here
             logging.getLogger(exporter).setLevel(logging.WARNING)
-        model, card = out_dir / "policy.onnx", out_dir / "policy.md"
-        policy = CAPSPolicy.from_checkpoint(checkpoint)
-        export_onnx(policy.module, model)
-        card.write_text(policy_card(policy.module, model=model, checkpoint=checkpoint,
-                                    data=training_data(policy_spec(checkpoint)),
-                                    evaluation=None if evaluation is None else dict(evaluation)))
-        return [model, card]
+        model, card, runtime = out_dir / "policy.onnx", out_dir / "policy.md", out_dir / RUNTIME_FILE
+        write_bundle(CAPSPolicy.from_checkpoint(checkpoint), checkpoint=checkpoint, model=model, card=card,
+                     runtime=runtime, evaluation=None if evaluation is None else dict(evaluation))
+        return [model, card, runtime]
 
 
 def _critics(args: argparse.Namespace) -> list[str]:
