@@ -245,7 +245,8 @@ def test_a_sweep_logs_each_trial_to_wandb_offline_and_mlflow(ray_address: str, t
     name = record.trial_dir.name
     assert listed() == {f"checkpoint-{name}", f"bundle-{name}", "report"}
     assert f"checkpoint-{name}/{record.checkpoint.name}/policy" in listed(f"checkpoint-{name}/{record.checkpoint.name}")
-    assert listed(f"bundle-{name}") == {f"bundle-{name}/policy.onnx", f"bundle-{name}/policy.md"}
+    bundle = {"policy.onnx", "policy.md", "onnx_runtime.py"}  # the ONNX bundle runs alone
+    assert listed(f"bundle-{name}") == {f"bundle-{name}/{file}" for file in bundle}
     assert listed("report") == {f"report/{plot}" for plot in plots}
 
     (run_dir,) = (tmp_path / "tracked" / "wandb").glob(f"offline-run-*-{trial_id}")
@@ -267,7 +268,7 @@ def test_a_sweep_logs_each_trial_to_wandb_offline_and_mlflow(ray_address: str, t
               for r in _wandb_records(artifacts_dir) if r["type"] == "artifact"}
     assert set(logged) == {f"checkpoint-{name}", f"bundle-{name}", "report"}
     assert any(path.startswith(f"{record.checkpoint.name}/policy/") for path in logged[f"checkpoint-{name}"])
-    assert logged[f"bundle-{name}"] == {"policy.onnx", "policy.md"} and logged["report"] == set(plots)
+    assert logged[f"bundle-{name}"] == bundle and logged["report"] == set(plots)
     assert (tmp_path / "tracked" / "report" / "learning_BallCircle.png").stat().st_size > 10_000
 
 
