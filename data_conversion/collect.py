@@ -47,7 +47,13 @@ import gymnasium
 import numpy as np
 from tqdm import tqdm
 
-from data_conversion.behavior_policies import GaussianPolicy, Snapshot, ensure_ray, train_snapshots
+from data_conversion.behavior_policies import (
+    GaussianPolicy,
+    Snapshot,
+    ensure_ray,
+    envs_side_by_side,
+    train_snapshots,
+)
 from data_conversion.dsrl_format import KEYS, write_dsrl_hdf5
 from rllib_caps.envs import make_env
 from rllib_caps.envs.tasks import TaskSpec, get_task
@@ -62,10 +68,10 @@ FILTER_STREAM = 2**31 - 1  # seed-sequence entry of the grid filter's generator 
 
 @dataclass(frozen=True)
 class Episode:
-    """One rollout: its DSRL arrays and the cost penalty its behaviour policy was trained with."""
+    """One rollout: its DSRL arrays and its behaviour policy's label (``λ = 1``, ``cost → 20``)."""
 
     arrays: dict[str, np.ndarray]
-    penalty: float
+    behaviour: str
 
     @property
     def reward_return(self) -> float:
@@ -109,7 +115,7 @@ def collect_episodes(
     task: TaskSpec, snapshots: Sequence[Snapshot], episodes_per_snapshot: int, seed: int
 ) -> list[Episode]:
     """Roll out every snapshot `episodes_per_snapshot` times (see the module docstring, step 2)."""
-    envs = [make_env(task) for _ in range(min(episodes_per_snapshot, LOCKSTEP))]
+    envs = [make_env(task) for _ in range(envs_side_by_side(task, min(episodes_per_snapshot, LOCKSTEP)))]
     episodes: list[Episode] = []
     try:
         with tqdm(total=len(snapshots) * episodes_per_snapshot, desc="rollouts", unit="ep") as bar:
@@ -120,12 +126,12 @@ def collect_episodes(
                     noise_stds = [NOISE_LEVELS[j % len(NOISE_LEVELS)] for j in js]
                     rngs = [np.random.default_rng([seed, i, j]) for j in js]
                     arrays = rollout_episodes(envs[: len(js)], policy, rngs, noise_stds)
-                    episodes += [Episode(a, snapshot.penalty) for a in arrays]
+                    episodes += [Episode(a, snapshot.label) for a in arrays]
                     bar.update(len(js))
                 new = episodes[-episodes_per_snapshot:]
                 logger.info(
-                    "penalty %g, %d steps: mean reward return %.1f, mean cost return %.1f",
-                    snapshot.penalty,
+                    "%s, %d steps: mean reward return %.1f, mean cost return %.1f",
+                    snapshot.label,
                     snapshot.env_steps,
                     np.mean([e.reward_return for e in new]),
                     np.mean([e.cost_return for e in new]),
@@ -174,7 +180,7 @@ def grid_filter(
 
 
 def plot_card(path: Path, task: TaskSpec, episodes: Sequence[Episode], kept: np.ndarray) -> None:
-    """Write a DSRL-style dataset card: per-episode (cost return, reward return), coloured by penalty."""
+    """Write a DSRL-style dataset card: per-episode (cost return, reward return), coloured by behaviour."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -182,19 +188,20 @@ def plot_card(path: Path, task: TaskSpec, episodes: Sequence[Episode], kept: np.
 
     costs = np.array([e.cost_return for e in episodes])
     rewards = np.array([e.reward_return for e in episodes])
-    penalties = np.array([e.penalty for e in episodes])
+    behaviours = np.array([e.behaviour for e in episodes])
+    labels = list(dict.fromkeys(behaviours))
     dropped = np.setdiff1d(np.arange(len(episodes)), kept)
     rows = sum(len(episodes[i].arrays["rewards"]) for i in kept)
     fig, ax = plt.subplots(figsize=(6.4, 4.8), dpi=120)
     ax.scatter(costs[dropped], rewards[dropped], s=6, c="0.8", label=f"filtered out ({len(dropped)})")
-    for k, penalty in enumerate(np.unique(penalties)):
-        sel = kept[penalties[kept] == penalty]
+    for k, behaviour in enumerate(labels):
+        sel = kept[behaviours[kept] == behaviour]
         ax.scatter(
             costs[sel],
             rewards[sel],
             s=10,
-            color=plt.cm.viridis(k / max(1, len(np.unique(penalties)) - 1)),
-            label=f"λ = {penalty:g} ({len(sel)})",
+            color=plt.cm.viridis(k / max(1, len(labels) - 1)),
+            label=f"{behaviour} ({len(sel)})",
         )
     for threshold in task.thresholds:
         ax.axvline(threshold, color="0.5", lw=0.8, ls="--")
@@ -229,6 +236,8 @@ def build_dataset(
     out: Path,
     *,
     penalties: Sequence[float],
+    target_costs: Sequence[float] = (),
+    snapshot_dir: Path | None = None,
     train_steps: int,
     snapshots: int,
     episodes_per_snapshot: int,
@@ -249,7 +258,14 @@ def build_dataset(
                 k + 1,
                 len(penalties),
             )
-            policies += train_snapshots(task, penalty, train_steps, snapshots, seed + 1000 * k)
+            policies += train_snapshots(
+                task, penalty, train_steps, snapshots, seed + 1000 * k, snapshot_dir=snapshot_dir
+            )
+        for k, target in enumerate(target_costs, start=len(penalties)):
+            logger.info("training PPO-Lagrangian at target episode cost %g for %d env steps", target, train_steps)
+            policies += train_snapshots(
+                task, 0.0, train_steps, snapshots, seed + 1000 * k, target_cost=target, snapshot_dir=snapshot_dir
+            )
     finally:
         if started_ray:
             import ray
@@ -303,6 +319,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default="0,1,2,10",
         help="comma-separated cost penalties λ; PPO maximises reward - λ·cost for each",
     )
+    parser.add_argument(
+        "--target-costs",
+        type=_floats,
+        default=[],
+        help="comma-separated target episode costs; besides the penalties, PPO-Lagrangian is trained at each "
+        "(its multiplier follows the measured episode cost, data_conversion.lagrangian)",
+    )
+    parser.add_argument("--snapshot-dir", type=Path, help="also save every behaviour policy snapshot here (RLlib)")
     parser.add_argument("--train-steps", type=_positive, default=120_000, help="PPO env steps per penalty")
     parser.add_argument("--snapshots", type=_positive, default=6, help="policies kept along each training run")
     parser.add_argument("--episodes-per-snapshot", type=_positive, default=20, help="rollouts per snapshot")
@@ -342,6 +366,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 task,
                 out_tmp,
                 penalties=args.penalties,
+                target_costs=args.target_costs,
+                snapshot_dir=args.snapshot_dir,
                 train_steps=args.train_steps,
                 snapshots=args.snapshots,
                 episodes_per_snapshot=args.episodes_per_snapshot,
