@@ -7,7 +7,10 @@ density filter over episode returns):
    MLPs, in-process) is trained on ``reward - λ * cost`` for ``--train-steps`` env steps, and
    ``--snapshots`` frozen copies of its policy are kept at the ends of equal segments of training.
    λ = 0 gives reward-greedy, costly policies; large λ gives cautious ones; early snapshots give
-   weak ones. See `data_conversion.behavior_policies`.
+   weak ones. Besides, for each target episode cost in ``--target-costs`` (DSRL's recipe), PPO is
+   trained as a Lagrangian whose multiplier follows the measured episode cost
+   (`data_conversion.lagrangian`), so its policies settle near that cost. See
+   `data_conversion.behavior_policies`.
 2. **Rollouts.** Each snapshot runs ``--episodes-per-snapshot`` full episodes: actions are sampled
    from the policy's Gaussian, plus extra Gaussian noise whose std cycles through `NOISE_LEVELS`
    over the episodes, clipped to the action bounds. Episode ``j`` of snapshot ``i`` draws all its
