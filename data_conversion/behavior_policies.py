@@ -145,8 +145,10 @@ def ensure_ray() -> bool:
     return True
 
 
-def ppo_config(task: TaskSpec, penalty: float, batch_size: int, seed: int) -> Any:
-    """RLlib PPOConfig (new API stack) for `task` with reward ``r - penalty * c``, run in-process."""
+def ppo_config(
+    task: TaskSpec, penalty: float, batch_size: int, seed: int, gamma: float = PPO_TRAINING["gamma"]
+) -> Any:
+    """RLlib PPOConfig (new API stack) for `task` with reward ``r - penalty * c`` and discount `gamma`, in-process."""
     from ray.rllib.algorithms.ppo import PPOConfig
     from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 
@@ -160,7 +162,7 @@ def ppo_config(task: TaskSpec, penalty: float, batch_size: int, seed: int) -> An
         .training(
             train_batch_size_per_learner=batch_size,
             minibatch_size=min(MINIBATCH_SIZE, batch_size),
-            **PPO_TRAINING,
+            **{**PPO_TRAINING, "gamma": gamma},
         )
         .rl_module(model_config=DefaultModelConfig(fcnet_hiddens=list(HIDDEN), vf_share_layers=False))
         .reporting(metrics_num_episodes_for_smoothing=20)
@@ -190,13 +192,14 @@ def train_snapshots(
     *,
     target_cost: float | None = None,
     snapshot_dir: Path | None = None,
+    gamma: float = PPO_TRAINING["gamma"],
 ) -> list[Snapshot]:
     """Train PPO on ``reward - penalty * cost`` for about `train_steps` env steps; return `snapshots`
     frozen policies taken at the ends of equal segments of training (the last is the final policy).
 
     With a `target_cost`, `penalty` is ignored: the penalty starts at `INITIAL_MULTIPLIER` and after
     every iteration follows `step_multiplier` from that iteration's finished episodes' costs. With a
-    `snapshot_dir`, every snapshot is also saved there (`save_snapshot`)."""
+    `snapshot_dir`, every snapshot is also saved there (`save_snapshot`). `gamma` is PPO's discount."""
     from ray.tune.registry import register_env
 
     register_env(PENALIZED_ENV, _make_penalized)
@@ -204,7 +207,7 @@ def train_snapshots(
     torch.set_num_threads(1)
     if target_cost is not None:
         penalty = INITIAL_MULTIPLIER
-    algo = ppo_config(task, penalty, batch_size, seed).build_algo()
+    algo = ppo_config(task, penalty, batch_size, seed, gamma).build_algo()
     out: list[Snapshot] = []
     try:
         for iteration in range(1, at[-1] + 1):

@@ -51,6 +51,7 @@ import numpy as np
 from tqdm import tqdm
 
 from data_conversion.behavior_policies import (
+    PPO_TRAINING,
     GaussianPolicy,
     Snapshot,
     ensure_ray,
@@ -241,6 +242,7 @@ def build_dataset(
     penalties: Sequence[float],
     target_costs: Sequence[float] = (),
     snapshot_dir: Path | None = None,
+    gamma: float = PPO_TRAINING["gamma"],
     train_steps: int,
     snapshots: int,
     episodes_per_snapshot: int,
@@ -262,12 +264,19 @@ def build_dataset(
                 len(penalties),
             )
             policies += train_snapshots(
-                task, penalty, train_steps, snapshots, seed + 1000 * k, snapshot_dir=snapshot_dir
+                task, penalty, train_steps, snapshots, seed + 1000 * k, snapshot_dir=snapshot_dir, gamma=gamma
             )
         for k, target in enumerate(target_costs, start=len(penalties)):
             logger.info("training PPO-Lagrangian at target episode cost %g for %d env steps", target, train_steps)
             policies += train_snapshots(
-                task, 0.0, train_steps, snapshots, seed + 1000 * k, target_cost=target, snapshot_dir=snapshot_dir
+                task,
+                0.0,
+                train_steps,
+                snapshots,
+                seed + 1000 * k,
+                target_cost=target,
+                snapshot_dir=snapshot_dir,
+                gamma=gamma,
             )
     finally:
         if started_ray:
@@ -330,6 +339,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "(its multiplier follows the measured episode cost, data_conversion.lagrangian)",
     )
     parser.add_argument("--snapshot-dir", type=Path, help="also save every behaviour policy snapshot here (RLlib)")
+    parser.add_argument(
+        "--gamma", type=float, default=PPO_TRAINING["gamma"], help="PPO's discount (Swimmer needs about 0.9999)"
+    )
     parser.add_argument("--train-steps", type=_positive, default=120_000, help="PPO env steps per penalty")
     parser.add_argument("--snapshots", type=_positive, default=6, help="policies kept along each training run")
     parser.add_argument("--episodes-per-snapshot", type=_positive, default=20, help="rollouts per snapshot")
@@ -371,6 +383,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 penalties=args.penalties,
                 target_costs=args.target_costs,
                 snapshot_dir=args.snapshot_dir,
+                gamma=args.gamma,
                 train_steps=args.train_steps,
                 snapshots=args.snapshots,
                 episodes_per_snapshot=args.episodes_per_snapshot,

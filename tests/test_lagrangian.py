@@ -8,7 +8,8 @@ import gymnasium
 import numpy as np
 import pytest
 
-from data_conversion.behavior_policies import PenalizedCost, envs_side_by_side
+from data_conversion.behavior_policies import PPO_TRAINING, PenalizedCost, envs_side_by_side, ppo_config
+from data_conversion.collect import parse_args
 from data_conversion.lagrangian import (
     MAX_MULTIPLIER,
     MIN_MULTIPLIER,
@@ -92,3 +93,9 @@ def test_penalized_env_records_episode_costs_and_takes_a_new_penalty() -> None:
 def test_metadrive_runs_one_env_per_process() -> None:
     assert envs_side_by_side(get_task("easysparse"), 8) == 1
     assert envs_side_by_side(get_task("CarCircle1"), 8) == 8
+
+
+def test_gamma_flag_reaches_ppo() -> None:
+    assert parse_args(["--out", "x.hdf5"]).gamma == PPO_TRAINING["gamma"] == 0.99  # the bundled recipe's
+    gamma = parse_args(["--out", "x.hdf5", "--gamma", "0.9999"]).gamma
+    assert ppo_config(get_task("SwimmerVelocity"), 0.0, 4000, 0, gamma).gamma == 0.9999
