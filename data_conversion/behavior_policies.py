@@ -1,7 +1,9 @@
 """Behaviour policies for dataset collection: RLlib PPO trained on ``reward - penalty * cost``.
 
-`train_snapshots` trains one PPO agent (RLlib 2.60, new API stack) per cost penalty and keeps frozen
-copies of its policy at evenly spaced points of training. A `GaussianPolicy` acts with a snapshot
+`train_snapshots` trains one PPO agent (RLlib 2.60, new API stack) per cost penalty, or per target
+episode cost (PPO-Lagrangian: the penalty is a multiplier updated after every iteration from the
+measured episode cost, `data_conversion.lagrangian`), and keeps frozen copies of its policy at evenly
+spaced points of training, optionally also on disk (`save_snapshot`). A `GaussianPolicy` acts with a snapshot
 outside Ray, drawing every random number from a caller-supplied NumPy generator, so rollouts of the
 same snapshots are reproducible.
 
@@ -15,14 +17,17 @@ from __future__ import annotations
 import copy
 import logging
 import math
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import gymnasium
 import numpy as np
 import torch
 
+from data_conversion.lagrangian import INITIAL_MULTIPLIER, step_multiplier
 from rllib_caps.envs import make_env
 from rllib_caps.envs.tasks import TaskSpec
 
@@ -46,15 +51,30 @@ PPO_TRAINING: dict[str, Any] = {
 
 
 class PenalizedCost(gymnasium.Wrapper):
-    """Replaces the reward by ``reward - penalty * info["cost"]`` (the Lagrangian of a fixed penalty)."""
+    """Replaces the reward by ``reward - penalty * info["cost"]`` (the Lagrangian at the current `penalty`,
+    which the trainer may change between iterations) and records each finished episode's cost return."""
 
     def __init__(self, env: gymnasium.Env, penalty: float) -> None:
         super().__init__(env)
         self.penalty = penalty
+        self.episode_cost = 0.0
+        self.finished_costs: list[float] = []
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        self.episode_cost = 0.0
+        return self.env.reset(**kwargs)
 
     def step(self, action: np.ndarray) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
+        self.episode_cost += float(info["cost"])
+        if terminated or truncated:
+            self.finished_costs.append(self.episode_cost)
         return obs, float(reward) - self.penalty * float(info["cost"]), terminated, truncated, info
+
+    def drain_finished_costs(self) -> list[float]:
+        """The cost returns of the episodes finished since the last call."""
+        costs, self.finished_costs = self.finished_costs, []
+        return costs
 
 
 def _make_penalized(env_config: Mapping[str, Any]) -> gymnasium.Env:
@@ -64,11 +84,18 @@ def _make_penalized(env_config: Mapping[str, Any]) -> gymnasium.Env:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """A frozen PPO policy: the penalty it was trained with and the env steps it had seen."""
+    """A frozen PPO policy: the penalty it was trained with (the multiplier at snapshot time for a
+    target cost), its target episode cost if any, and the env steps it had seen."""
 
     penalty: float
     env_steps: int
     module: torch.nn.Module  # RLlib's PPO RLModule, returns Gaussian ``action_dist_inputs``
+    target_cost: float | None = None
+
+    @property
+    def label(self) -> str:
+        """Its behaviour's name on dataset cards and in logs: ``λ = 1`` or ``cost → 20``."""
+        return f"λ = {self.penalty:g}" if self.target_cost is None else f"cost → {self.target_cost:g}"
 
 
 class GaussianPolicy:
@@ -91,6 +118,11 @@ class GaussianPolicy:
         action = mean + np.exp(log_std) * sample + np.asarray(noise_stds, dtype=np.float64)[:, None] * noise
         action = np.clip(action, -1.0, 1.0)
         return self.low + (action + 1.0) * (self.high - self.low) / 2.0
+
+
+def envs_side_by_side(task: TaskSpec, wanted: int) -> int:
+    """How many of `task`'s envs may run at once in this process: 1 for MetaDrive (one engine per process)."""
+    return 1 if task.suite == "metadrive" else wanted
 
 
 def ensure_ray() -> bool:
@@ -118,20 +150,24 @@ def ensure_ray() -> bool:
     return True
 
 
-def ppo_config(task: TaskSpec, penalty: float, batch_size: int, seed: int) -> Any:
-    """RLlib PPOConfig (new API stack) for `task` with reward ``r - penalty * c``, run in-process."""
+def ppo_config(
+    task: TaskSpec, penalty: float, batch_size: int, seed: int, gamma: float = PPO_TRAINING["gamma"]
+) -> Any:
+    """RLlib PPOConfig (new API stack) for `task` with reward ``r - penalty * c`` and discount `gamma`, in-process."""
     from ray.rllib.algorithms.ppo import PPOConfig
     from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 
     return (
         PPOConfig()
         .environment(PENALIZED_ENV, env_config={"task": task.name, "penalty": penalty})
-        .env_runners(num_env_runners=0, num_envs_per_env_runner=ENVS, rollout_fragment_length="auto")
+        .env_runners(
+            num_env_runners=0, num_envs_per_env_runner=envs_side_by_side(task, ENVS), rollout_fragment_length="auto"
+        )
         .learners(num_learners=0)
         .training(
             train_batch_size_per_learner=batch_size,
             minibatch_size=min(MINIBATCH_SIZE, batch_size),
-            **PPO_TRAINING,
+            **{**PPO_TRAINING, "gamma": gamma},
         )
         .rl_module(model_config=DefaultModelConfig(fcnet_hiddens=list(HIDDEN), vf_share_layers=False))
         .reporting(metrics_num_episodes_for_smoothing=20)
@@ -152,26 +188,58 @@ def snapshot_iterations(train_steps: int, snapshots: int) -> tuple[int, list[int
     return batch_size, [iterations * (k + 1) // snapshots for k in range(snapshots)]
 
 
-def train_snapshots(task: TaskSpec, penalty: float, train_steps: int, snapshots: int, seed: int) -> list[Snapshot]:
+def train_snapshots(
+    task: TaskSpec,
+    penalty: float,
+    train_steps: int,
+    snapshots: int,
+    seed: int,
+    *,
+    target_cost: float | None = None,
+    snapshot_dir: Path | None = None,
+    gamma: float = PPO_TRAINING["gamma"],
+) -> list[Snapshot]:
     """Train PPO on ``reward - penalty * cost`` for about `train_steps` env steps; return `snapshots`
-    frozen policies taken at the ends of equal segments of training (the last is the final policy)."""
+    frozen policies taken at the ends of equal segments of training (the last is the final policy).
+
+    With a `target_cost`, `penalty` is ignored: the penalty starts at `INITIAL_MULTIPLIER` and after
+    every iteration follows `step_multiplier` from that iteration's finished episodes' costs. With a
+    `snapshot_dir`, every snapshot is also saved there (`save_snapshot`). `gamma` is PPO's discount."""
     from ray.tune.registry import register_env
 
     register_env(PENALIZED_ENV, _make_penalized)
     batch_size, at = snapshot_iterations(train_steps, snapshots)
     torch.set_num_threads(1)
-    algo = ppo_config(task, penalty, batch_size, seed).build_algo()
+    if target_cost is not None:
+        penalty = INITIAL_MULTIPLIER
+    algo = ppo_config(task, penalty, batch_size, seed, gamma).build_algo()
     out: list[Snapshot] = []
     try:
         for iteration in range(1, at[-1] + 1):
             result = algo.train()
+            if target_cost is not None:
+                envs = algo.env_runner.env.unwrapped  # the local env runner's gymnasium vector env
+                costs = [c for env_costs in envs.call("drain_finished_costs") for c in env_costs]
+                logger.info(
+                    "target cost %g, iteration %d: %d episodes, mean cost %.1f, multiplier %.4g",
+                    target_cost,
+                    iteration,
+                    len(costs),
+                    np.mean(costs) if costs else float("nan"),
+                    penalty,
+                )
+                penalty = step_multiplier(penalty, costs, target_cost)
+                envs.set_attr("penalty", penalty)
             if iteration in at:
                 steps = int(result["num_env_steps_sampled_lifetime"])
                 module = copy.deepcopy(algo.get_module()).eval()
-                out.append(Snapshot(penalty=penalty, env_steps=steps, module=module))
+                snapshot = Snapshot(penalty=penalty, env_steps=steps, module=module, target_cost=target_cost)
+                out.append(snapshot)
+                if snapshot_dir is not None:
+                    save_snapshot(snapshot, snapshot_dir)
                 logger.info(
-                    "penalty %g: snapshot %d/%d at %d env steps (mean penalised return %.1f)",
-                    penalty,
+                    "%s: snapshot %d/%d at %d env steps (mean penalised return %.1f)",
+                    snapshot.label,
                     len(out),
                     snapshots,
                     steps,
@@ -180,3 +248,21 @@ def train_snapshots(task: TaskSpec, penalty: float, train_steps: int, snapshots:
     finally:
         algo.stop()
     return out
+
+
+def save_snapshot(snapshot: Snapshot, directory: Path) -> Path:
+    """Save a snapshot's RLModule (RLlib's ``save_to_path``; ``RLModule.from_checkpoint`` reloads it) and a
+    ``snapshot.json`` of its penalty, target cost and env steps, under ``directory/<label>-<steps>``."""
+    import json
+
+    kind = "penalty" if snapshot.target_cost is None else "target"
+    value = snapshot.penalty if snapshot.target_cost is None else snapshot.target_cost
+    path = Path(directory) / f"{kind}{value:g}-{snapshot.env_steps}"
+    partial = path.with_name(path.name + ".partial")  # renamed once complete, so a snapshot dir is never half-written
+    shutil.rmtree(partial, ignore_errors=True)
+    snapshot.module.save_to_path(partial)
+    meta = {"penalty": snapshot.penalty, "target_cost": snapshot.target_cost, "env_steps": snapshot.env_steps}
+    (partial / "snapshot.json").write_text(json.dumps(meta) + "\n")
+    shutil.rmtree(path, ignore_errors=True)
+    partial.rename(path)
+    return path

@@ -7,7 +7,10 @@ density filter over episode returns):
    MLPs, in-process) is trained on ``reward - λ * cost`` for ``--train-steps`` env steps, and
    ``--snapshots`` frozen copies of its policy are kept at the ends of equal segments of training.
    λ = 0 gives reward-greedy, costly policies; large λ gives cautious ones; early snapshots give
-   weak ones. See `data_conversion.behavior_policies`.
+   weak ones. Besides, for each target episode cost in ``--target-costs`` (DSRL's recipe), PPO is
+   trained as a Lagrangian whose multiplier follows the measured episode cost
+   (`data_conversion.lagrangian`), so its policies settle near that cost. See
+   `data_conversion.behavior_policies`.
 2. **Rollouts.** Each snapshot runs ``--episodes-per-snapshot`` full episodes: actions are sampled
    from the policy's Gaussian, plus extra Gaussian noise whose std cycles through `NOISE_LEVELS`
    over the episodes, clipped to the action bounds. Episode ``j`` of snapshot ``i`` draws all its
@@ -69,10 +72,10 @@ FILTER_STREAM = 2**31 - 1  # seed-sequence entry of the grid filter's generator 
 
 @dataclass(frozen=True)
 class Episode:
-    """One rollout: its DSRL arrays, the cost penalty its behaviour policy was trained with and its reset seed."""
+    """One rollout: its DSRL arrays, its behaviour policy's label (``λ = 1``, ``cost → 20``) and its reset seed."""
 
     arrays: dict[str, np.ndarray]
-    penalty: float
+    behaviour: str
     seed: int
 
     @property
@@ -118,9 +121,9 @@ def collect_episodes(
     task: TaskSpec, snapshots: Sequence[Snapshot], episodes_per_snapshot: int, seed: int
 ) -> list[Episode]:
     """Roll out every snapshot `episodes_per_snapshot` times (see the module docstring, step 2)."""
-    from data_conversion.behavior_policies import GaussianPolicy
+    from data_conversion.behavior_policies import GaussianPolicy, envs_side_by_side
 
-    envs = [make_env(task) for _ in range(min(episodes_per_snapshot, LOCKSTEP))]
+    envs = [make_env(task) for _ in range(envs_side_by_side(task, min(episodes_per_snapshot, LOCKSTEP)))]
     episodes: list[Episode] = []
     try:
         with tqdm(total=len(snapshots) * episodes_per_snapshot, desc="rollouts", unit="ep") as bar:
@@ -132,12 +135,12 @@ def collect_episodes(
                     rngs = [np.random.default_rng([seed, i, j]) for j in js]
                     seeds = [int(rng.integers(2**31)) for rng in rngs]  # each generator's first draw
                     arrays = rollout_episodes(envs[: len(js)], policy, rngs, noise_stds, seeds)
-                    episodes += [Episode(a, snapshot.penalty, s) for a, s in zip(arrays, seeds, strict=True)]
+                    episodes += [Episode(a, snapshot.label, s) for a, s in zip(arrays, seeds, strict=True)]
                     bar.update(len(js))
                 new = episodes[-episodes_per_snapshot:]
                 logger.info(
-                    "penalty %g, %d steps: mean reward return %.1f, mean cost return %.1f",
-                    snapshot.penalty,
+                    "%s, %d steps: mean reward return %.1f, mean cost return %.1f",
+                    snapshot.label,
                     snapshot.env_steps,
                     np.mean([e.reward_return for e in new]),
                     np.mean([e.cost_return for e in new]),
@@ -186,7 +189,7 @@ def grid_filter(
 
 
 def plot_card(path: Path, task: TaskSpec, episodes: Sequence[Episode], kept: np.ndarray) -> None:
-    """Write a DSRL-style dataset card: per-episode (cost return, reward return), coloured by penalty."""
+    """Write a DSRL-style dataset card: per-episode (cost return, reward return), coloured by behaviour."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -194,19 +197,20 @@ def plot_card(path: Path, task: TaskSpec, episodes: Sequence[Episode], kept: np.
 
     costs = np.array([e.cost_return for e in episodes])
     rewards = np.array([e.reward_return for e in episodes])
-    penalties = np.array([e.penalty for e in episodes])
+    behaviours = np.array([e.behaviour for e in episodes])
+    labels = list(dict.fromkeys(behaviours))
     dropped = np.setdiff1d(np.arange(len(episodes)), kept)
     rows = sum(len(episodes[i].arrays["rewards"]) for i in kept)
     fig, ax = plt.subplots(figsize=(6.4, 4.8), dpi=120)
     ax.scatter(costs[dropped], rewards[dropped], s=6, c="0.8", label=f"filtered out ({len(dropped)})")
-    for k, penalty in enumerate(np.unique(penalties)):
-        sel = kept[penalties[kept] == penalty]
+    for k, behaviour in enumerate(labels):
+        sel = kept[behaviours[kept] == behaviour]
         ax.scatter(
             costs[sel],
             rewards[sel],
             s=10,
-            color=plt.cm.viridis(k / max(1, len(np.unique(penalties)) - 1)),
-            label=f"λ = {penalty:g} ({len(sel)})",
+            color=plt.cm.viridis(k / max(1, len(labels) - 1)),
+            label=f"{behaviour} ({len(sel)})",
         )
     for threshold in task.thresholds:
         ax.axvline(threshold, color="0.5", lw=0.8, ls="--")
@@ -241,6 +245,9 @@ def build_dataset(
     out: Path | str,
     *,
     penalties: Sequence[float],
+    target_costs: Sequence[float] = (),
+    snapshot_dir: Path | None = None,
+    gamma: float | None = None,
     train_steps: int,
     snapshots: int,
     episodes_per_snapshot: int,
@@ -253,7 +260,9 @@ def build_dataset(
     """Train the behaviour policies, roll them out, grid-filter the episodes, write the HDF5 file `out` (or, with
     `dataset_format` ``minari``, record them as the Minari dataset `out` under the current Minari root) and the card
     (unless `plot` is None)."""
-    from data_conversion.behavior_policies import ensure_ray, train_snapshots
+    from data_conversion.behavior_policies import PPO_TRAINING, ensure_ray, train_snapshots
+
+    gamma = PPO_TRAINING["gamma"] if gamma is None else gamma
 
     started_ray = ensure_ray()
     try:
@@ -266,7 +275,21 @@ def build_dataset(
                 k + 1,
                 len(penalties),
             )
-            policies += train_snapshots(task, penalty, train_steps, snapshots, seed + 1000 * k)
+            policies += train_snapshots(
+                task, penalty, train_steps, snapshots, seed + 1000 * k, snapshot_dir=snapshot_dir, gamma=gamma
+            )
+        for k, target in enumerate(target_costs, start=len(penalties)):
+            logger.info("training PPO-Lagrangian at target episode cost %g for %d env steps", target, train_steps)
+            policies += train_snapshots(
+                task,
+                0.0,
+                train_steps,
+                snapshots,
+                seed + 1000 * k,
+                target_cost=target,
+                snapshot_dir=snapshot_dir,
+                gamma=gamma,
+            )
     finally:
         if started_ray:
             import ray
@@ -338,6 +361,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default="0,1,2,10",
         help="comma-separated cost penalties λ; PPO maximises reward - λ·cost for each",
     )
+    parser.add_argument(
+        "--target-costs",
+        type=_floats,
+        default=[],
+        help="comma-separated target episode costs; besides the penalties, PPO-Lagrangian is trained at each "
+        "(its multiplier follows the measured episode cost, data_conversion.lagrangian)",
+    )
+    parser.add_argument("--snapshot-dir", type=Path, help="also save every behaviour policy snapshot here (RLlib)")
+    parser.add_argument(
+        "--gamma", type=float, help="PPO's discount [0.99] (Swimmer needs about 0.9999)"
+    )
     parser.add_argument("--train-steps", type=_positive, default=120_000, help="PPO env steps per penalty")
     parser.add_argument("--snapshots", type=_positive, default=6, help="policies kept along each training run")
     parser.add_argument("--episodes-per-snapshot", type=_positive, default=20, help="rollouts per snapshot")
@@ -385,6 +419,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 task,
                 out_tmp,
                 penalties=args.penalties,
+                target_costs=args.target_costs,
+                snapshot_dir=args.snapshot_dir,
+                gamma=args.gamma,
                 train_steps=args.train_steps,
                 snapshots=args.snapshots,
                 episodes_per_snapshot=args.episodes_per_snapshot,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import json
 import sys
 from pathlib import Path
 
@@ -11,12 +12,13 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from data_conversion.behavior_policies import GaussianPolicy, Snapshot
 from data_conversion.collect import bin_cap, grid_filter, main
 from data_conversion.dsrl_format import DTYPES, KEYS
 from rllib_caps.envs.tasks import get_task
 
 TASK = get_task("BallCircle")
-TINY = ["--task", "BallCircle", "--penalties", "0,5", "--train-steps", "400", "--snapshots", "2",
+TINY = ["--task", "BallCircle", "--penalties", "0", "--target-costs", "5", "--train-steps", "400", "--snapshots", "2",
         "--episodes-per-snapshot", "3", "--seed", "7"]  # fmt: skip
 
 
@@ -29,10 +31,11 @@ def _read(path: Path) -> dict[str, np.ndarray]:
 
 @pytest.fixture(scope="module")
 def runs(ray_session: object, tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    """Two tiny collections with the same seed (the first also with a custom --plot path)."""
+    """Two tiny collections with the same seed (the first also with a custom --plot path and --snapshot-dir)."""
     out = tmp_path_factory.mktemp("collect")
     paths = [out / "a.hdf5", out / "b.hdf5"]
-    assert main([*TINY, "--out", str(paths[0]), "--plot", str(out / "card_a.png")]) == 0
+    card, snapshots = str(out / "card_a.png"), str(out / "snapshots")
+    assert main([*TINY, "--out", str(paths[0]), "--plot", card, "--snapshot-dir", snapshots]) == 0
     assert main([*TINY, "--out", str(paths[1])]) == 0
     return paths
 
@@ -84,6 +87,21 @@ def test_dataset_cards_are_written(runs: list[Path]) -> None:
     for png in (runs[0].parent / "card_a.png", runs[1].with_suffix(".png")):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not [p.name for p in runs[0].parent.iterdir() if p.name.startswith(".")]  # no temp files left
+
+
+@pytest.mark.slow
+def test_snapshots_are_saved_and_reload(runs: list[Path]) -> None:
+    from ray.rllib.core.rl_module.rl_module import RLModule
+
+    saved = sorted(p.name for p in (runs[0].parent / "snapshots").iterdir())
+    assert saved == ["penalty0-200", "penalty0-400", "target5-200", "target5-400"]
+    meta = json.loads((runs[0].parent / "snapshots" / "target5-400" / "snapshot.json").read_text())
+    assert meta["target_cost"] == 5 and meta["env_steps"] == 400 and meta["penalty"] > 0
+    module = RLModule.from_checkpoint(runs[0].parent / "snapshots" / "target5-400")
+    action = GaussianPolicy(Snapshot(meta["penalty"], 400, module), TASK).act(
+        np.zeros((1, TASK.obs_dim)), [np.random.default_rng(0)], [0.0]
+    )
+    assert action.shape == (1, TASK.act_dim) and np.isfinite(action).all()
 
 
 @pytest.mark.slow
