@@ -47,6 +47,18 @@ def test_every_marked_block_says_why() -> None:
         assert block.mark is None or len(block.reason.strip()) > 10, block.source
 
 
+def test_a_block_skipped_as_run_elsewhere_is_printed_there_verbatim() -> None:
+    """A block skipped because it "runs as printed in docs/PAGE.md" (a summary in the README) is one of that page's
+    blocks, character for character, and that page's test runs it."""
+    elsewhere = re.compile(r"runs as printed in (?P<page>docs/[\w.-]+\.md)")
+    summaries = [(block, elsewhere.search(block.reason)) for doc in DOCS for block in blocks(doc)
+                 if block.mark == "skip" and elsewhere.search(block.reason)]
+    assert summaries, "no block is skipped as run elsewhere"
+    for block, match in summaries:
+        page = [b for b in blocks(ROOT / match["page"]) if b.mark != "skip"]
+        assert block.code in [b.code for b in page], f"{block.source}: not a run block of {match['page']}"
+
+
 def _copy_repository(dest: Path) -> None:
     """The tracked and untracked-but-not-ignored files (``shutil.copy2`` keeps the mtimes, so ``make`` sees the
     setup stamp as current), with ``.venv`` linked rather than copied."""
