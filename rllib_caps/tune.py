@@ -257,6 +257,15 @@ def main(argv: list[str] | None = None) -> int:
         if not missing:  # else once --prepare has made them: the estimate builds the trials' configs
             check_sweep_space(options, tasks)
         if options.dry_run:
+            from rllib_caps.sweeps.projection import projection_text, sweep_work
+            from rllib_caps.sweeps.resources import plan_resources
+
+            if not missing:
+                works = sweep_work(options, tasks)
+                at_once = plan_resources(len(works), os.cpu_count() or 1, options.num_gpus, num_gpus=options.num_gpus,
+                                         cpus_per_trial=options.cpus_per_trial, gpus_per_trial=options.gpus_per_trial,
+                                         max_concurrent=options.max_concurrent).concurrency
+                print(projection_text(works, "cuda" if options.num_gpus else "cpu", at_once))
             print(f"checked before Ray starts: --storage writable, {len(tasks) - len(missing)} of {len(tasks)} "
                   f"dataset(s) in {options.data_root}"
                   + (f" (--prepare makes {len(missing)})" if missing else "")

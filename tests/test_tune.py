@@ -245,6 +245,7 @@ def test_dry_run_prints_the_grid_without_starting_ray(tmp_path: Path, capsys: py
     assert main(["--config", str(config), "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "algorithms caps bc-safe × 1 task(s) × 3 seed(s)" in out and "total: 12 trials" in out
+    assert "projected wall time: about " in out and "12 trial(s), " in out  # tests/test_projection.py: its sums
     assert not (tmp_path / "results").exists()
     assert main(["--algos", "caps", "bc-safe", "--search", "optuna", "--dry-run"]) == 2
     assert "tunes one algorithm with searchable settings (caps)" in capsys.readouterr().err
