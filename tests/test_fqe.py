@@ -155,7 +155,8 @@ def test_evaluate_cli_switches_with_fqe_critics_of_a_trained_checkpoint(ray_sess
     assert evaluate_main(["--checkpoint", "ckpt", "--critic", "offline", "fqe-both", "--data", str(BUNDLED),
                           "--thresholds", "20", "--out", str(out)]) == 0
     saved = json.loads(out.read_text())
-    assert set(saved) == {"offline", "fqe-both"} and list(saved["fqe-both"]["thresholds"]) == ["20"]
+    assert set(saved) == {"offline", "fqe-both", "scale"} and list(saved["fqe-both"]["thresholds"]) == ["20"]
+    assert saved["scale"]["reward"] == "normalised" and saved["scale"]["range_source"] == "dsrl"
     assert saved["offline"]["cost_shift"] >= 0.0  # the checkpoint's Q^c shift, with the results that read it
     assert [p.name for p in out.parent.iterdir()] == ["fqe.json"]  # nothing temporary left behind
     # The default --data is datasets/<task> under the working directory: here there is none, and it says so.

@@ -11,6 +11,7 @@ from rllib_caps.sweeps.projection import (
     TrialWork,
     duration_text,
     projected_seconds,
+    projection_text,
     recorded_rates,
     step_size,
     trial_seconds,
@@ -43,3 +44,9 @@ def test_every_algorithm_and_suite_has_a_recorded_figure_with_its_source(device:
     assert set(rates["steps_per_s"]) == set(ALGORITHMS) and all(r > 0 for r in rates["steps_per_s"].values())
     assert set(SUITES) <= set(rates["evaluation_ms_per_env_step"])
     assert rates["machine"] and rates["date"] and rates["command"]
+
+
+def test_an_algorithm_without_a_recorded_rate_is_not_projected() -> None:
+    unknown = TrialWork(algo="toybc", gradient_steps=10, size=1.0, default_size=1.0, eval_env_steps=0, suite="bullet")
+    assert projection_text([unknown], "cpu", 1).startswith("projected wall time: not known (no steps/s recorded for "
+                                                            "toybc on cpu")

@@ -121,7 +121,7 @@ def test_one_seed_range_and_number_check_everywhere() -> None:
 @pytest.mark.parametrize(("main", "argv", "message"), [
     (tune_main, ["--num-gpus", "-2"], "argument --num-gpus: must be a number >= 0, got -2.0"),
     (tune_main, ["--seeds", "0", "-1"], "argument --seeds: must be an integer >= 0"),
-    (tune_main, ["--steps", "two"], "argument --steps: must be an integer >= 1, got 'two'"),
+    (tune_main, ["--steps", "two"], "argument --steps: invalid int value: 'two'"),
     (train_main, ["--task", "BallCircle", "--data", "d", "--out", "o", "--seed", str(2**32)], "argument --seed"),
     (train_main, ["--task", "BallCircle", "--data", "d", "--out", "o", "--num-gpus", "-1"], "argument --num-gpus"),
     (evaluate_main, ["--checkpoint", "c", "--seed", "-5"], "argument --seed: must be an integer >= 0"),

@@ -77,6 +77,10 @@ def duration_text(seconds: float) -> str:
 def projection_text(works: Sequence[TrialWork], device: str, concurrency: int) -> str:
     """The dry run's line: the projected wall time, its parts and where the figures come from."""
     rates = recorded_rates(device)
+    unrecorded = sorted({w.algo for w in works} - set(rates["steps_per_s"]))
+    if unrecorded:
+        return (f"projected wall time: not known (no steps/s recorded for {', '.join(unrecorded)} on "
+                f"{device}: `python -m benchmarks.step_rates` records them)")
     train, evaluation = projected_seconds(works, rates, concurrency)
     return (f"projected wall time: about {duration_text(train + evaluation)} (training {duration_text(train)}, "
             f"evaluation {duration_text(evaluation)}; {len(works)} trial(s), {concurrency} at a time), from the "
