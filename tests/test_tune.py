@@ -84,6 +84,11 @@ def test_command_line_overrides_the_config_file(tmp_path: Path) -> None:
     config.write_text("seeds: [1]\nlearning_rate: 3\n")
     with pytest.raises(SweepError, match=r"small.yaml: unknown keys \['learning_rate'\]"):
         load_config_file(config)
+    config.write_text("seeds: [1\n")
+    with pytest.raises(SweepError, match=r"--config .*small.yaml: not valid YAML \(while parsing"):
+        load_config_file(config)
+    with pytest.raises(SweepError, match=r"--config .*absent.yaml: cannot read it \(No such file"):
+        load_config_file(tmp_path / "absent.yaml")
     with pytest.raises(SweepError, match="--tasks: unknown task or suite 'BallCircel'.*BallCircle"):
         SweepOptions(tasks="BallCircel").task_specs()
 

@@ -280,15 +280,13 @@ def load_task_file(path: str | Path) -> list[TaskSpec]:
 
     Errors name the file and the key at fault.
     """
-    import yaml
+    from rllib_caps.utils.checks import read_yaml
 
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as err:
-        raise ValueError(f"task file {path}: cannot read it ({err.strerror or err})") from err
-    except yaml.YAMLError as err:
-        raise ValueError(f"task file {path}: not valid YAML ({str(err).splitlines()[0]})") from err
+        data = read_yaml(path)
+    except ValueError as err:
+        raise ValueError(f"task file {path}: {err}") from err
     if not isinstance(data, dict) or set(data) != {"tasks"} or not isinstance(data["tasks"], list) \
             or not data["tasks"]:
         raise ValueError(f"task file {path}: expected one key, tasks, holding a non-empty list of tasks")

@@ -8,12 +8,10 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from rllib_caps.algorithms.registry import ALGORITHMS, COMMON_TRAIN_FLAGS, DEFAULT_ALGORITHM, declared, get_algorithm
 from rllib_caps.algorithms.surface import SweepAxis
 from rllib_caps.envs import TaskSpec, select_tasks
-from rllib_caps.utils.checks import check_number, check_seed, number_type
+from rllib_caps.utils.checks import check_number, check_seed, number_type, read_yaml
 
 
 class SweepError(ValueError):
@@ -181,11 +179,9 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     ``search_space``."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as err:
-        raise SweepError(f"--config {path}: {err.strerror}") from err
-    except yaml.YAMLError as err:
-        raise SweepError(f"--config {path}: not valid YAML: {err}") from err
+        data = read_yaml(path)
+    except ValueError as err:
+        raise SweepError(f"--config {path}: {err}") from err
     if data is None:  # an empty file, or only comments or `null`: not the default sweep by accident
         raise SweepError(f"--config {path}: the file sets no options (it is empty, or only comments or null); "
                          "give the sweep's options, or leave out --config for the defaults")

@@ -127,3 +127,16 @@ def check_local_gpus(flag: str, requested: float) -> None:
 
         if torch.cuda.device_count() < requested:
             raise ValueError(f"{flag} {requested:g}: this machine has {torch.cuda.device_count()} CUDA GPUs")
+
+
+def read_yaml(path: Path) -> Any:
+    """The parsed YAML document at ``path``; a ValueError saying it cannot be read or is not valid YAML (the
+    caller names the flag or file)."""
+    import yaml
+
+    try:
+        return yaml.safe_load(path.read_text())
+    except OSError as err:
+        raise ValueError(f"cannot read it ({err.strerror or err})") from err
+    except yaml.YAMLError as err:
+        raise ValueError(f"not valid YAML ({str(err).splitlines()[0]})") from err
