@@ -6,11 +6,16 @@
     .venv/bin/python benchmarks/head_selection.py rule --arms DroneRun=d-s0.json DroneRun=d-s10.json \
         --reference DroneRun=authors-s0.json DroneRun=authors-s10.json
 
-Arms: the selection (``q_reward``, the paper's; ``head_order``) × the cost critic (as trained; ``+calibrated``,
-shifted by its bias on the training data, ``calibrate_cost_critic`` mode "mean"; ``+pessimism``, shifted by that
-bias only where it is > 0, mode "pessimism", an arm added after the first four were measured). A ``+pessimism`` arm
-is not rolled out again: its shift is the ``+calibrated`` one where that is > 0 and none otherwise, so with the same
-module and episode seeds its figures are exactly one of those two arms' (``with_pessimism_arms``).
+Arms: the selection (``q_reward``, the paper's; ``head_order``; ``q_trust``, head order unless Q^r's gap exceeds the
+twin critics' disagreement, added in issue 43) × the cost critic (as trained; ``+calibrated``, shifted by its bias on
+the training data, ``calibrate_cost_critic`` mode "mean"; ``+pessimism``, shifted by that bias only where it is > 0,
+mode "pessimism", an arm added after the first four were measured). A ``+pessimism`` arm is not rolled out again: its
+shift is the ``+calibrated`` one where that is > 0 and none otherwise, so with the same module and episode seeds its
+figures are exactly one of those two arms' (``with_pessimism_arms``). Beside them, ``cost_head``: the cost head K−1
+acting alone, every step (the fallback's own safety; not a candidate of the rule).
+
+JSONs written before an arm existed lack it: the rule ranks only the arms measured on every (dataset, seed), and
+the table shows a missing arm as "—".
 
 The rule (docs/paper.md, "Calibrated Q^c"), fixed before the measurements: an arm qualifies if it is safe
 (normalised cost ≤ 1) at every (dataset, seed, κ); among qualifying arms the default is the one with the highest
@@ -31,8 +36,9 @@ from pathlib import Path
 import numpy as np
 
 PAPER_ARM = "q_reward"
-SELECTIONS = ("q_reward", "head_order")
+SELECTIONS = ("q_reward", "head_order", "q_trust")
 ARMS = tuple(f"{selection}{critic}" for selection in SELECTIONS for critic in ("", "+calibrated", "+pessimism"))
+COST_HEAD_ARM = "cost_head"  # head K−1 alone: measured and tabled, never the rule's candidate
 
 
 def with_pessimism_arms(rows: Mapping[str, dict]) -> dict[str, dict]:
@@ -41,6 +47,8 @@ def with_pessimism_arms(rows: Mapping[str, dict]) -> dict[str, dict]:
     with shift 0 (``calibration_shift``'s "pessimism" mode)."""
     rows = dict(rows)
     for selection in SELECTIONS:
+        if f"{selection}+calibrated" not in rows:
+            continue  # a JSON from before this selection was measured
         calibrated = rows[f"{selection}+calibrated"]
         rows.setdefault(f"{selection}+pessimism", calibrated if calibrated["shift"] > 0
                         else rows[selection] | {"shift": 0.0})
@@ -49,7 +57,8 @@ THRESHOLDS = (10.0, 20.0, 40.0)
 
 
 def evaluate_arms(checkpoint: Path, data: Path, task: str, episodes: int) -> dict[str, dict]:
-    """Every arm on one checkpoint: per κ (normalised reward, normalised cost), their mean reward and largest cost."""
+    """Every arm on one checkpoint, and the cost head alone: per κ (normalised reward, normalised cost), their mean
+    reward and largest cost."""
     import torch
 
     from rllib_caps.algorithms.caps.calibration import calibrate_cost_critic
@@ -61,12 +70,15 @@ def evaluate_arms(checkpoint: Path, data: Path, task: str, episodes: int) -> dic
     torch.set_num_threads(1)
     columns = {k: v.numpy() for k, v in TransitionDataset.from_parquet(data).tensors.items()}
     rows = {}
-    for arm in ARMS:
+    for arm in (*ARMS, COST_HEAD_ARM):
         if arm.endswith("+pessimism"):
             continue  # with_pessimism_arms
         policy = CAPSPolicy.from_checkpoint(checkpoint)
-        policy.head_selection = arm.split("+")[0]
-        shift = calibrate_cost_critic(policy, columns, "mean" if arm.endswith("+calibrated") else "none")
+        if arm == COST_HEAD_ARM:
+            policy, shift = policy.with_head(policy.num_heads - 1), 0.0  # no switching: Q^c is not read
+        else:
+            policy.head_selection = arm.split("+")[0]
+            shift = calibrate_cost_critic(policy, columns, "mean" if arm.endswith("+calibrated") else "none")
         results = evaluate_policy(policy, get_task(task), list(THRESHOLDS), episodes, seed=episode_seed(policy),
                                   progress=False)["thresholds"]
         per_kappa = {k: (r["normalized_reward"], r["normalized_cost"]) for k, r in results.items()}
@@ -79,33 +91,43 @@ def evaluate_arms(checkpoint: Path, data: Path, task: str, episodes: int) -> dic
 
 def apply_rule(arms: Mapping[str, Sequence[Mapping[str, dict]]], reference: Mapping[str, Sequence[float]]
                ) -> tuple[str, dict[str, dict]]:
-    """The default and, per arm, whether it qualifies and its score. ``arms``: dataset -> one ``evaluate_arms``
-    result per seed; ``reference``: dataset -> the authors' mean normalised reward per seed."""
+    """The default and, per arm measured on every (dataset, seed), whether it qualifies and its score. ``arms``:
+    dataset -> one ``evaluate_arms`` result per seed; ``reference``: dataset -> the authors' mean normalised reward
+    per seed."""
     missing = sorted(set(arms) - set(reference))
     if missing:
         raise ValueError(f"no reference (the authors' code) for {', '.join(missing)}: the rule divides by it")
     verdict: dict[str, dict] = {}
-    for arm in ARMS:
+    for arm in measured_everywhere(arms):
         ratios = {dataset: float(np.mean([seed[arm]["mean_nr"] for seed in seeds]) / np.mean(reference[dataset]))
                   for dataset, seeds in arms.items()}
         safe = all(seed[arm]["max_nc"] <= 1.0 for seeds in arms.values() for seed in seeds)
         verdict[arm] = {"safe": safe, "ratios": ratios, "score": float(np.mean(list(ratios.values())))}
-    qualifying = [arm for arm in ARMS if verdict[arm]["safe"]]
+    qualifying = [arm for arm in verdict if verdict[arm]["safe"]]
     best = max(qualifying, key=lambda arm: verdict[arm]["score"], default=PAPER_ARM)
     beats_paper = not verdict[PAPER_ARM]["safe"] or verdict[best]["score"] > verdict[PAPER_ARM]["score"]
     return (best if beats_paper else PAPER_ARM), verdict
 
 
+def measured_everywhere(arms: Mapping[str, Sequence[Mapping[str, dict]]]) -> list[str]:
+    """The rule's arms (``ARMS``, in order) present in every seed's result of every dataset."""
+    return [arm for arm in ARMS if all(arm in seed for seeds in arms.values() for seed in seeds)]
+
+
 def per_seed_table(arms: Mapping[str, Sequence[Mapping[str, dict]]], reference: Mapping[str, Sequence[float]]) -> str:
     """Markdown: per dataset and seed (in the order given), each arm's mean normalised reward / largest normalised
-    cost, and the authors' code's mean normalised reward; the last column is the mean over seeds."""
+    cost ("—" where that seed's JSON lacks the arm), and the authors' code's mean normalised reward; the last column
+    is the mean over the seeds that have it. An arm no seed of a dataset has gets no row there."""
     lines = ["| dataset | arm | " + " | ".join(f"seed {i + 1}" for i in range(max(map(len, arms.values()))))
              + " | mean |", "|---|---|" + "---:|" * (max(map(len, arms.values())) + 1)]
     for dataset in sorted(arms):
         seeds = arms[dataset]
-        for arm in ARMS:
-            cells = [f"{seed[arm]['mean_nr']:.3f} / {seed[arm]['max_nc']:.2f}" for seed in seeds]
-            mean = np.mean([seed[arm]["mean_nr"] for seed in seeds])
+        for arm in (*ARMS, COST_HEAD_ARM):
+            if not any(arm in seed for seed in seeds):
+                continue
+            cells = [f"{seed[arm]['mean_nr']:.3f} / {seed[arm]['max_nc']:.2f}" if arm in seed else "—"
+                     for seed in seeds]
+            mean = np.mean([seed[arm]["mean_nr"] for seed in seeds if arm in seed])
             lines.append(f"| {dataset} | {arm} | " + " | ".join(cells) + f" | {mean:.3f} |")
         authors = reference.get(dataset, [])
         lines.append(f"| {dataset} | authors' code | " + " | ".join(f"{nr:.3f}" for nr in authors)

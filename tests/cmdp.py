@@ -18,8 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import torch
 
 # act(t, states, spent) -> actions: states and spent are flat int arrays of equal length.
 SwitchingPolicy = Callable[[int, np.ndarray, np.ndarray], np.ndarray]
@@ -128,3 +132,10 @@ def policy_cost(m: CMDP, act: SwitchingPolicy) -> np.ndarray:
 def reachable(m: CMDP, t: int) -> np.ndarray:
     """Mask over the spent grid of the values c_<t can take at step t, shape (spent_grid,)."""
     return np.arange(m.spent_grid) <= m.max_cost * t
+
+
+def twin_spread(q_reward: torch.Tensor) -> torch.Tensor:
+    """A twin reward critics' disagreement |Q^r_1 − Q^r_2| for "q_trust" to read: pseudo-random in [0, 3), a fixed
+    function of Q^r (so a policy acts the same at the same (t, s, c_<t)). Theorem 1 holds for any ranking of the
+    feasible heads, hence for any spread; against Q^r's scale of 3 some gaps are trusted and some are not."""
+    return (q_reward * 7.0).remainder(3.0)

@@ -83,6 +83,47 @@ def test_forward_inference_is_the_switching_rule_on_head_values():
     assert module.forward_exploration({Columns.OBS: obs, COST_SPENT: spent, STEP: step})[HEAD].equal(expected)
 
 
+class KeptCritics:
+    """A critic override that gives the module's own values back (``CriticOverride``)."""
+
+    def replace(self, critic_obs, head_actions, q_reward, q_cost):
+        return q_reward, q_cost
+
+
+class CloserTwins(torch.nn.Module):
+    """The reward twins with the second moved towards the first (by ``closer``): untrained twins disagree by a
+    constant far above their heads' gaps, which would make "q_trust" head order everywhere."""
+
+    def __init__(self, twins: torch.nn.Module, closer: float) -> None:
+        super().__init__()
+        self.twins, self.closer = twins, closer
+
+    def forward(self, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        q1, q2 = self.twins(obs, actions)
+        return q1, q1 + (q2 - q1) / self.closer
+
+
+def test_q_trust_reads_the_reward_twins_disagreement_and_refuses_a_critic_override():
+    """"q_trust" is ``select_heads`` on the min twin and |Q^r_1 − Q^r_2| at each head's action; it differs from
+    both other rankings; an override (FQE's) has no twins here, so it refuses to act."""
+    torch.manual_seed(0)
+    module = make_module(num_heads=4, head_selection="q_trust")
+    module.qr = CloserTwins(module.qr, closer=100.0)
+    obs, spent, step = torch.randn(256, OBS), torch.rand(256) * 4, torch.randint(0, 50, (256,)).float()
+    means, q_reward, q_cost, spread = module.head_values_and_spread(obs, step)
+    q1, q2 = module.qr(obs.unsqueeze(1).expand(-1, 4, -1), means)
+    torch.testing.assert_close(spread, (q1 - q2).abs())
+    torch.testing.assert_close(q_reward, torch.min(q1, q2))
+    threshold = remaining_budget_threshold(3.0, spent, step, 50, 0.99)
+    _, heads = module.switching_actions(obs, spent, step, 3.0)
+    assert torch.equal(heads, select_heads(q_reward, q_cost, threshold, "q_trust", spread))
+    for other in ("q_reward", "head_order"):
+        assert not torch.equal(heads, select_heads(q_reward, q_cost, threshold, other))
+    assert module.head_values_and_spread(obs, step, KeptCritics())[3] is None
+    with pytest.raises(ValueError, match="'q_trust' needs q_reward_spread"):
+        module.switching_actions(obs, spent, step, 3.0, KeptCritics())
+
+
 def test_cost_estimate_is_pessimistic_in_both_sign_conventions():
     for implementation, sign in (("paper", 1.0), ("code", -1.0)):
         module = make_module(implementation=implementation)

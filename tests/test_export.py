@@ -85,7 +85,8 @@ class BlockedRuntime:
      "initial_alpha": 0.1},
     {"implementation": "code", "shared": False, "fused_critics": True, "time_limit": "terminal",
      "head_selection": "head_order", "cost_shift": 0.05},
-], ids=["sacbc-time-aware-clamped", "iql-code-separate-fused-head-order-shifted"])
+    {"head_selection": "q_trust"},
+], ids=["sacbc-time-aware-clamped", "iql-code-separate-fused-head-order-shifted", "iql-q-trust"])
 def test_graph_equals_caps_policy_on_random_states_budgets_and_steps(tmp_path, settings) -> None:
     """No Ray: a module under ONNX Runtime in-process picks CAPSPolicy's heads and actions over random states, costs,
     steps and restarts: SAC+BC-style (clamped Q^c, time-aware critics and actor, cost γ = 1), and the authors' IQL

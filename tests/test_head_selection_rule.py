@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.head_selection import ARMS, apply_rule, main, with_pessimism_arms
+from benchmarks.head_selection import (
+    ARMS,
+    COST_HEAD_ARM,
+    apply_rule,
+    main,
+    measured_everywhere,
+    with_pessimism_arms,
+)
 
 
 def seed(shift: float = 0.0, **arms: tuple[float, float]) -> dict[str, dict]:
@@ -63,3 +70,40 @@ def test_the_paper_arm_stays_on_a_tie_and_a_dataset_without_reference_is_an_erro
     assert "| A | authors' code | 0.300 | 0.100 | 0.200 |" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="--arms A: expected DATASET=FILE.json"):
         main(["rule", "--arms", "A", "--reference", f"A={ref}"])
+
+
+def test_arms_absent_from_old_jsons_are_shown_as_missing_and_left_out_of_the_rule(tmp_path: Path, capsys) -> None:
+    """A JSON from before "q_trust" and the cost head (the repository's BallCircle seed 0, four arms) beside one with
+    every arm: the rule ranks only the arms both have, and the table marks the missing cells."""
+    old = Path(__file__).resolve().parents[1] / "benchmarks" / "quality_runs" / "BallCircle-s0-arms.json"
+    assert "q_trust" not in json.loads(old.read_text())
+    new = tmp_path / "new.json"
+    new.write_text(json.dumps(seed(q_trust=(0.9, 0.5)) | {COST_HEAD_ARM: {"mean_nr": 0.05, "max_nc": 0.3, "shift": 0}}))
+    measured = {"A": [with_pessimism_arms(json.loads(old.read_text())), json.loads(new.read_text())]}
+    assert measured_everywhere(measured) == [arm for arm in ARMS if not arm.startswith("q_trust")]
+    default, verdict = apply_rule(measured, {"A": [0.5, 0.5]})
+    assert "q_trust" not in verdict and default in verdict
+    assert main(["rule", "--arms", f"A={old}", f"A={new}", "--reference", "A=0.5", "A=0.5"]) == 0
+    printed = capsys.readouterr().out
+    assert "| A | q_trust | — | 0.900 / 0.50 | 0.900 |" in printed
+    assert "| A | cost_head | — | 0.050 / 0.30 | 0.050 |" in printed
+    assert "\n| q_trust |" not in printed  # no verdict row
+    default, verdict = apply_rule({"A": [json.loads(new.read_text())]}, {"A": [0.5]})  # measured everywhere: ranked
+    assert default == "q_trust" and COST_HEAD_ARM not in verdict
+
+
+def test_arms_rolls_out_every_selection_and_the_cost_head_alone(tmp_path: Path) -> None:
+    """``arms`` on an untrained BallCircle checkpoint, one episode per κ: every arm is written; the cost head ignores
+    the budget, so with the same episode seeds it earns and spends the same at every κ."""
+    from test_export import BUNDLED, untrained_checkpoint
+
+    checkpoint = untrained_checkpoint(tmp_path / "checkpoint")
+    out = tmp_path / "arms.json"
+    assert main(["arms", "--checkpoint", str(checkpoint), "--data", str(BUNDLED), "--task", "BallCircle",
+                 "--episodes", "1", "--out", str(out)]) == 0
+    rows = json.loads(out.read_text())
+    assert set(rows) == {*ARMS, COST_HEAD_ARM}
+    cost_head = rows[COST_HEAD_ARM]["per_kappa"]  # κ -> (normalised reward, cost ÷ κ)
+    assert len({nr for nr, _ in cost_head.values()}) == 1
+    assert len({round(nc * float(kappa), 9) for kappa, (_, nc) in cost_head.items()}) == 1
+    assert rows["q_trust+calibrated"]["shift"] == rows["q_reward+calibrated"]["shift"] != 0.0

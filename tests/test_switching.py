@@ -1,5 +1,6 @@
 """The switching rule: ``remaining_budget_threshold`` (docs/paper.md, choice 4) and ``select_heads`` (paper Eq. 3-4
-plus the min-Q^c fallback, strict ``qc < thr`` as in the authors' code, ties to the lowest head index)."""
+plus the min-Q^c fallback, strict ``qc < thr`` as in the authors' code, ties to the lowest head index), with its
+rankings: Q^r, head order, and "q_trust" (head order unless Q^r's gap exceeds the twins' disagreement)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from rllib_caps.algorithms.caps.switching import select_heads
+from rllib_caps.algorithms.caps.switching import select_heads, trusted_heads
 from rllib_caps.core.budget import remaining_budget_threshold
 
 
@@ -25,6 +26,76 @@ def test_head_order_picks_the_most_reward_seeking_feasible_head_whatever_q_rewar
     assert _select(q_reward, [[7.0, 9.0, 6.0]], [5.0], "head_order") == [2]  # the same fallback: lowest Q^c
     with pytest.raises(ValueError, match="selection must be one of"):
         _select(q_reward, q_cost, [5.0, 5.0], "random")
+
+
+def _trust(q_reward: list[list[float]], spread: list[list[float]], q_cost: list[list[float]], threshold: list[float],
+           trust: float = 1.0) -> list[int]:
+    def tensor(x):
+        return torch.tensor(x, dtype=torch.float64)
+    return select_heads(tensor(q_reward), tensor(q_cost), tensor(threshold), "q_trust", tensor(spread), trust).tolist()
+
+
+def test_q_trust_takes_head_order_unless_the_gap_beats_both_heads_half_disagreements() -> None:
+    """Head 1's min twin 3.0 against head 0's 1.0 (gap 2 between the twins' means when the spreads are equal): with
+    spreads (1, 1) the intervals [1, 2] and [3, 4] are apart, so Q^r is trusted; with (2, 2), [1, 3] and [3, 5] touch
+    (a gap of exactly c · (d_0 + d_1) / 2 is not more than it), so head order's head 0 stays."""
+    feasible = [[0.0, 0.0]]
+    assert _trust([[1.0, 3.0]], [[1.0, 1.0]], feasible, [5.0]) == [1]
+    assert _trust([[1.0, 3.0]], [[2.0, 2.0]], feasible, [5.0]) == [0]
+    assert _trust([[1.0, 3.0]], [[1.9, 0.0]], feasible, [5.0]) == [1]  # Q^r_1 = 3 > Q^r_0 + d_0 = 2.9
+    assert _trust([[1.0, 3.0]], [[2.1, 0.0]], feasible, [5.0]) == [0]  # 3 < 3.1: head 0's upper twin is above
+    # The sum of the half-disagreements, not the larger one: twins [1, 3] and [2.5, 4.5] overlap, though their
+    # midpoints' gap 1.5 exceeds the larger half-disagreement 1; refused. Apart ([1, 3] and [3.5, 5.5]): trusted.
+    assert _trust([[1.0, 2.5]], [[2.0, 2.0]], feasible, [5.0]) == [0]
+    assert _trust([[1.0, 3.5]], [[2.0, 2.0]], feasible, [5.0]) == [1]
+    # c scales the uncertainty: gap of the means 2 against (1 + 1) / 2 · c, trusted for c < 2 only.
+    assert _trust([[1.0, 3.0]], [[1.0, 1.0]], feasible, [5.0], trust=1.9) == [1]
+    assert _trust([[1.0, 3.0]], [[1.0, 1.0]], feasible, [5.0], trust=2.0) == [0]
+
+
+def test_q_trust_with_no_disagreement_is_q_reward_and_with_a_huge_coefficient_is_head_order() -> None:
+    rng = np.random.default_rng(7)
+    q_r, q_c = rng.integers(0, 4, size=(300, 4)).astype(float), rng.integers(0, 6, size=(300, 4)).astype(float)
+    thr = rng.integers(0, 6, size=300).astype(float)
+    spread = rng.uniform(0.0, 2.0, size=(300, 4))
+    assert _trust(q_r, np.zeros_like(q_r).tolist(), q_c, thr) == _select(q_r, q_c, thr, "q_reward")
+    assert _trust(q_r, spread.tolist(), q_c, thr, trust=1e6) == _select(q_r, q_c, thr, "head_order")
+    with pytest.raises(ValueError, match="trust .* must be >= 0"):
+        _trust(q_r, spread.tolist(), q_c, thr, trust=-1.0)
+
+
+def test_q_trust_picks_the_highest_q_reward_among_trusted_feasible_heads_ties_to_the_lowest_index() -> None:
+    # Head order's choice is head 1 (head 0 infeasible); heads 2 and 3 are both trusted over it, 3 has more Q^r.
+    assert _trust([[99.0, 0.0, 5.0, 7.0]], [[0.0, 0.1, 0.1, 0.1]], [[9.0, 1.0, 1.0, 1.0]], [5.0]) == [3]
+    # The infeasible head 0 is never trusted, however high its Q^r; heads 2 and 3 tie: the lower index wins.
+    assert _trust([[99.0, 0.0, 7.0, 7.0]], [[0.0, 0.1, 0.1, 0.1]], [[9.0, 1.0, 1.0, 1.0]], [5.0]) == [2]
+    # A trusted head that is infeasible does not count: head 2 beats head 1 but is infeasible; head 3 is within the
+    # twins' disagreement of head 1 (midpoints 0.1 and 0.05).
+    assert _trust([[0.0, 0.0, 9.0, 0.05]], [[0.0, 0.1, 0.1, 0.1]], [[9.0, 1.0, 9.0, 1.0]], [5.0]) == [1]
+    # Equal Q^r and no disagreement: no gap, head order stays.
+    assert _trust([[2.0, 2.0]], [[0.0, 0.0]], [[0.0, 0.0]], [5.0]) == [0]
+
+
+def test_q_trust_falls_back_to_the_lowest_q_cost_when_no_head_is_feasible() -> None:
+    # A trusted, huge Q^r does not matter: nothing is feasible, so the cheapest head acts.
+    assert _trust([[0.0, 100.0, 1.0]], [[0.0, 0.0, 0.0]], [[7.0, 9.0, 6.0]], [5.0]) == [2]
+    assert _trust([[0.0, 100.0]], [[0.0, 0.0]], [[5.0, 5.0]], [5.0]) == [0]  # on the threshold: infeasible; tie
+
+
+def test_q_trust_is_batched_row_by_row_and_needs_the_spread() -> None:
+    q_r = [[1.0, 3.0], [1.0, 3.0], [0.0, 100.0], [5.0, 1.0]]
+    spread = [[1.0, 1.0], [2.0, 2.0], [0.0, 0.0], [0.0, 0.0]]
+    q_c = [[0.0, 0.0], [0.0, 0.0], [7.0, 6.0], [0.0, 0.0]]
+    thr = [5.0, 5.0, 5.0, 5.0]
+    expected = [1, 0, 1, 0]
+    assert _trust(q_r, spread, q_c, thr) == expected
+    assert [_trust([a], [b], [c], [d])[0] for a, b, c, d in zip(q_r, spread, q_c, thr, strict=True)] == expected
+    out = select_heads(torch.zeros(7, 4), torch.ones(7, 4), torch.full((7,), 2.0), "q_trust", torch.ones(7, 4))
+    assert out.shape == (7,) and out.dtype == torch.long
+    trusted = trusted_heads(torch.zeros(7, 4), torch.ones(7, 4), torch.zeros(7, dtype=torch.long))
+    assert trusted.shape == (7, 4) and trusted.dtype == torch.bool and not trusted.any()
+    with pytest.raises(ValueError, match="'q_trust' needs q_reward_spread"):
+        select_heads(torch.zeros(7, 4), torch.ones(7, 4), torch.full((7,), 2.0), "q_trust")
 
 
 # ---------------------------------------------------------------------------------------------- select_heads

@@ -15,14 +15,22 @@ equalities and inequalities up to float round-off, not statistical.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
 import pytest
 import torch
-from cmdp import CMDP, cost_optimal_policy, cost_variation, optimal_cost, policy_cost, random_cmdp, reachable
+from cmdp import (
+    CMDP,
+    cost_optimal_policy,
+    cost_variation,
+    optimal_cost,
+    policy_cost,
+    random_cmdp,
+    reachable,
+    twin_spread,
+)
 
 from rllib_caps.algorithms.caps.switching import HEAD_SELECTIONS, select_heads
 from rllib_caps.core.budget import remaining_budget_threshold
@@ -82,6 +90,11 @@ def caps_policy(inst: Instance, kappa: float, *, q_reward: np.ndarray | None = N
     return act
 
 
+def ranked_by(selection: str) -> Selector:
+    """``select_heads`` with ``selection``; "q_trust" reads a pseudo-random twin spread (``cmdp.twin_spread``)."""
+    return lambda q_rew, q_cost, threshold: select_heads(q_rew, q_cost, threshold, selection, twin_spread(q_rew))
+
+
 def bound_excess(inst: Instance, values: np.ndarray, kappa: float, eps: float) -> float:
     """max over reachable (t, s, c_<t) of V^{π,c}_t(s; c) − [max{V^c_t(s), κ − c} + (T − t) ε]."""
     worst = -np.inf
@@ -99,7 +112,7 @@ def test_deterministic_cmdps_bound_holds_and_is_exact(state_cost: bool, selectio
     """ε = 0: the bound max{V^c_t, κ − c_<t} holds everywhere, and more precisely the strict rule gives
     exactly V^c_t when V^c_t >= κ − c_<t (the fallback follows π^c) and strictly less than κ − c_<t otherwise.
     With either ranking of the feasible heads (Q^r, paper Eq. 4; or the head order)."""
-    selector = functools.partial(select_heads, selection=selection)
+    selector = ranked_by(selection)
     fallback_hits = feasible_hits = 0
     for inst in make_instances(seed=1, count=80, stochastic=False, state_cost=state_cost):
         assert cost_variation(inst.m, inst.v) == 0.0
@@ -124,7 +137,7 @@ def test_deterministic_cmdps_bound_holds_and_is_exact(state_cost: bool, selectio
 def test_stochastic_cmdps_bound_holds_with_measured_variation(selection: str) -> None:
     """ε > 0: V^{π,c}_t <= max{V^c_t, κ − c_<t} + (T − t) ε on every reachable (t, s, c_<t), with either ranking
     of the feasible heads."""
-    selector = functools.partial(select_heads, selection=selection)
+    selector = ranked_by(selection)
     eps_seen, excess_over_kappa = [], []
     for inst in make_instances(seed=2, count=80, stochastic=True):
         eps = cost_variation(inst.m, inst.v)

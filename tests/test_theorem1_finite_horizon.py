@@ -32,7 +32,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 import torch
-from cmdp import CMDP, cost_optimal_policy, optimal_cost, policy_cost, random_cmdp, reachable
+from cmdp import CMDP, cost_optimal_policy, optimal_cost, policy_cost, random_cmdp, reachable, twin_spread
 
 from rllib_caps.algorithms.caps.calibration import calibration_shift
 from rllib_caps.algorithms.caps.switching import HEAD_SELECTIONS, select_heads
@@ -131,7 +131,7 @@ def caps_decisions(inst: Instance, kappa: float, q_critic: np.ndarray | None = N
         q_cost = torch.from_numpy(q_critic[t][states[:, None], head_actions])
         q_rew = torch.from_numpy(inst.q_reward[t][states[:, None], head_actions])
         thr = torch.from_numpy(production_threshold(kappa, spent, t, m.horizon, inst.gamma))
-        chosen = select_heads(q_rew, q_cost, thr, selection).numpy()
+        chosen = select_heads(q_rew, q_cost, thr, selection, twin_spread(q_rew)).numpy()
         actions[t] = head_actions[np.arange(len(states)), chosen].reshape(shape[1:])
         thresholds[t] = thr.numpy().reshape(shape[1:])
         head_q[t] = q_cost.numpy().reshape(*shape[1:], -1)

@@ -56,7 +56,9 @@ class CAPSConfig(OfflineSafeConfig):
         clamp_cost_q: clamp the act-time Q^c at ≥ 0 before comparing it with the budget; None (default): the
             backbone's (on for "sacbc", as the authors' SAC+BC code; off for "iql").
         head_selection: which feasible head acts: "head_order" (default), the most reward-seeking one (the lowest
-            index); "q_reward", the one with the highest Q^r (paper Eq. 4). Switching only: training is the same,
+            index); "q_reward", the one with the highest Q^r (paper Eq. 4); "q_trust", head order's unless another
+            head's Q^r exceeds it by more than the twin critics' disagreement (``switching.trusted_heads``).
+            Switching only: training is the same,
             and a checkpoint's may be changed at deployment (docs/paper.md, "Choosing among feasible heads").
         cost_calibration: how the Q^c the switching rule reads is shifted, from its bias against the dataset's
             realised discounted cost-to-go, before each evaluation (``calibration.calibration_shift``):

@@ -199,11 +199,20 @@ class DefaultCAPSTorchRLModule(OfflineTorchRLModule, DefaultCAPSRLModule, CostCr
 
     def head_values(self, obs: torch.Tensor, step: torch.Tensor, critics: CriticOverride | None = None
                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Every head's action with its Q^r (min twin) and pessimistic Q^c in cost units at step ``step``.
+        """Every head's action with its Q^r (min twin) and pessimistic Q^c in cost units at step ``step``
+        (``head_values_and_spread`` without the spread)."""
+        means, q_reward, q_cost, _ = self.head_values_and_spread(obs, step, critics)
+        return means, q_reward, q_cost
 
-        Returns ``(means (B, K, A), q_reward (B, K), q_cost (B, K))``; the online critics are used
-        (docs/paper.md, choice 6). ``critics`` (e.g. the FQE critics of ``rllib_caps.algorithms.caps.fqe``)
-        replaces some or all of these values: ``critics.replace(critic_obs, means, q_reward, q_cost)``. With
+    def head_values_and_spread(self, obs: torch.Tensor, step: torch.Tensor, critics: CriticOverride | None = None
+                               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """Every head's action with its Q^r (min twin), pessimistic Q^c in cost units, and the twin reward critics'
+        disagreement |Q^r_1 − Q^r_2| (what "q_trust" reads, ``switching.trusted_heads``) at step ``step``.
+
+        Returns ``(means (B, K, A), q_reward (B, K), q_cost (B, K), q_reward_spread (B, K))``; the online critics
+        are used (docs/paper.md, choice 6). ``critics`` (e.g. the FQE critics of ``rllib_caps.algorithms.caps.fqe``)
+        replaces some or all of these values: ``critics.replace(critic_obs, means, q_reward, q_cost)``; the spread is
+        then None, as the override's Q^r has no twins here. With
         ``clamp_cost_q`` (the authors' SAC+BC code) Q^c is then clamped at ≥ 0, so no head is feasible once the
         budget is spent (docs/paper.md, choice 5).
         """
@@ -212,11 +221,13 @@ class DefaultCAPSTorchRLModule(OfflineTorchRLModule, DefaultCAPSRLModule, CostCr
         obs_k = critic_obs.unsqueeze(1).expand(-1, self.num_heads, -1)
         qr1, qr2 = self.qr(obs_k, means)
         q_reward, q_cost = torch.min(qr1, qr2), self.cost_q(obs_k, means)
+        spread = torch.abs(qr1 - qr2)
         if critics is not None:
             q_reward, q_cost = critics.replace(critic_obs, means, q_reward, q_cost)
+            spread = None
         if self.clamp_cost_q:
             q_cost = q_cost.clamp(min=0.0)
-        return means, q_reward, q_cost
+        return means, q_reward, q_cost, spread
 
     def cost_q(self, critic_obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """The pessimistic Q^c(s, a) in cost units: the larger twin (the switching rule's, before any clamp), minus
@@ -228,9 +239,9 @@ class DefaultCAPSTorchRLModule(OfflineTorchRLModule, DefaultCAPSRLModule, CostCr
                           cost_threshold: torch.Tensor | float, critics: CriticOverride | None = None
                           ) -> tuple[torch.Tensor, torch.Tensor]:
         """The CAPS action for each state and the head that produced it (``critics``: see ``head_values``)."""
-        means, q_reward, q_cost = self.head_values(obs, step, critics)
+        means, q_reward, q_cost, spread = self.head_values_and_spread(obs, step, critics)
         threshold = remaining_budget_threshold(cost_threshold, cost_spent, step, self.horizon, self.cost_gamma)
-        heads = select_heads(q_reward, q_cost, threshold, self.head_selection)
+        heads = select_heads(q_reward, q_cost, threshold, self.head_selection, spread)
         actions = means[torch.arange(means.shape[0], device=means.device), heads]
         return actions, heads
 
