@@ -35,11 +35,11 @@ def _json(text: str) -> dict:
     return json.loads(text[text.index("{"):])
 
 
-@pytest.mark.parametrize("runners", [0, 2])
-def test_evaluate_reproduces_trains_table(ray_session, tmp_path: Path, capsys: pytest.CaptureFixture,
+@pytest.mark.parametrize(("algo", "runners"), [("caps", 0), ("caps", 2), ("cdt", 0)])
+def test_evaluate_reproduces_trains_table(ray_session, tmp_path: Path, capsys: pytest.CaptureFixture, algo: str,
                                           runners: int) -> None:
     checkpoint = tmp_path / "ckpt"
-    assert train_main(["--task", "BallCircle", "--data", str(DATA), "--out", str(checkpoint), "--seed", "3",
+    assert train_main(["--algo", algo, "--task", "BallCircle", "--data", str(DATA), "--out", str(checkpoint), "--seed", "3",
                        "--steps", "64", "--updates-per-iteration", "64", "--hidden", "16", "16", "--batch-size", "32",
                        "--eval-episodes", str(EPISODES), "--eval-runners", str(runners), "--json"]) == 0
     trained = _json(capsys.readouterr().out)
