@@ -1,6 +1,6 @@
 """One evaluation: ``python -m rllib_caps.evaluate`` on a checkpoint reproduces the table ``python -m
-rllib_caps.train`` printed for it (the same episodes, reward and cost to the bit), with its evaluation on the local
-EnvRunner and on remote ones; and the seeds and splits both paths share."""
+rllib_caps.train`` printed for it (the same episodes: every figure to the bit), CAPS's with its evaluation on the
+local EnvRunner and on remote ones, and CDT's; and the seeds and splits both paths share."""
 
 from __future__ import annotations
 
