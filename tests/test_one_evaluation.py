@@ -39,9 +39,10 @@ def _json(text: str) -> dict:
 def test_evaluate_reproduces_trains_table(ray_session, tmp_path: Path, capsys: pytest.CaptureFixture, algo: str,
                                           runners: int) -> None:
     checkpoint = tmp_path / "ckpt"
-    assert train_main(["--algo", algo, "--task", "BallCircle", "--data", str(DATA), "--out", str(checkpoint), "--seed", "3",
-                       "--steps", "64", "--updates-per-iteration", "64", "--hidden", "16", "16", "--batch-size", "32",
-                       "--eval-episodes", str(EPISODES), "--eval-runners", str(runners), "--json"]) == 0
+    assert train_main(["--algo", algo, "--task", "BallCircle", "--data", str(DATA), "--out", str(checkpoint),
+                       "--seed", "3", "--steps", "64", "--updates-per-iteration", "64", "--hidden", "16", "16",
+                       "--batch-size", "32", "--eval-episodes", str(EPISODES), "--eval-runners", str(runners),
+                       "--json"]) == 0
     trained = _json(capsys.readouterr().out)
     assert evaluate_main(["--checkpoint", str(checkpoint), "--episodes", str(EPISODES), "--json"]) == 0
     evaluated = _json(capsys.readouterr().out)
