@@ -91,8 +91,9 @@ def build_parser() -> EvaluateParser:
     add_task_file_argument(p)
     p.add_argument("--thresholds", type=float, nargs="+", help="cost thresholds κ (default: the task's three)")
     p.add_argument("--episodes", type=int, default=20, help="episodes per threshold (default 20)")
-    p.add_argument("--seed", type=seed_type, help="seed of the first episode, an integer in [0, 2**32) [1000 × the "
-                   "training seed, so checkpoints of different seeds meet different start states]")
+    p.add_argument("--seed", type=seed_type, help="seed of the first episode of each κ, an integer in [0, 2**32) "
+                   "(the others continue the env's random state) [train's: the training seed + 1000000, so the "
+                   "episodes and figures are train's]")
     p.add_argument("--allow-task-mismatch", action="store_true",
                    help="evaluate on --task although the checkpoint was trained on another task of the same sizes")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table (the results; an algorithm's "

@@ -2,7 +2,9 @@
 offline safe algorithm here (``OfflineSafeConfig.custom_evaluation_function``).
 
 For each κ a module that takes κ at deployment is told it (``CostThresholdAPI``), the runners roll out
-``evaluation_duration`` episodes from the same seeds, and each episode is reduced to an ``EpisodeOutcome``
+``evaluation_duration`` episodes from the same seeds (split over the runners by ``rollout.runner_shares``; each runner
+resets its env with its RLlib seed first, then autoresets it unseeded: the episodes that ``rollout.evaluate_policy``
+reproduces without Ray), and each episode is reduced to an ``EpisodeOutcome``
 on its runner (with the extra metrics of the module's extension, e.g. CAPS's head usage). Results go to
 ``evaluation/dsrl/thresholds/<κ>/...`` and ``evaluation/dsrl/mean`` (the schema of ``rllib_caps.core.results``),
 plus RLlib's usual ``evaluation/env_runners`` episode statistics.
@@ -29,6 +31,7 @@ from rllib_caps.core.cost_threshold_api import tell_cost_threshold
 from rllib_caps.core.extension import module_extension
 from rllib_caps.core.keys import RESULTS_KEY
 from rllib_caps.core.results import results_dict
+from rllib_caps.core.rollout import episode_outcome, runner_shares
 from rllib_caps.core.scoring import EpisodeOutcome, reward_range, summarize
 
 
@@ -41,8 +44,8 @@ def episode_outcomes(episodes: Iterable[Any], module: Any) -> list[EpisodeOutcom
         infos = episode.get_infos()[1:]  # infos[0] comes from reset
         costs = np.array([info_cost(info) for info in infos], dtype=np.float64)
         outputs = {name: np.asarray(episode.get_extra_model_outputs(name)) for name in episode.extra_model_outputs}
-        outcomes.append(EpisodeOutcome(reward=float(episode.get_return()), cost=float(costs.sum()),
-                                       length=len(episode), metrics=extension.episode_metrics(module, outputs, costs)))
+        metrics = extension.episode_metrics(module, outputs, costs)
+        outcomes.append(episode_outcome(episode.get_rewards(), costs, metrics))
     return outcomes
 
 
@@ -92,10 +95,9 @@ def _sample_outcomes(eval_runners: Any, num_episodes: int) -> list[EpisodeOutcom
     def outcomes(er: Any, episodes: int) -> list[EpisodeOutcome]:
         return episode_outcomes(er.sample(num_episodes=episodes, explore=False), er.module)
 
-    remote = eval_runners.num_remote_env_runners()
-    if remote == 0:
+    shares = dict(runner_shares(num_episodes, eval_runners.num_remote_env_runners()))
+    if 0 in shares:
         return outcomes(eval_runners.local_env_runner, num_episodes)
-    shares = [len(part) for part in np.array_split(np.arange(num_episodes), remote)]
-    per_runner = eval_runners.foreach_env_runner(lambda er: outcomes(er, shares[er.worker_index - 1]),
+    per_runner = eval_runners.foreach_env_runner(lambda er: outcomes(er, shares[er.worker_index]),
                                                  local_env_runner=False)
     return [outcome for outcomes in per_runner for outcome in outcomes]

@@ -283,6 +283,7 @@ class OfflineSafeConfig(ConfigHooks, AlgorithmConfig):
             "task": self.task.name if self.task is not None else None,
             **({"task_spec": dict(self.task_spec)} if self.task_spec is not None else {}),
             "seed": self.seed,  # so Ray-free evaluation can derive its episode seeds from the training seed
+            "evaluation_runners": self.evaluation_num_env_runners,  # so Ray-free evaluation splits them as train did
         }
 
     @override(AlgorithmConfig)

@@ -249,8 +249,8 @@ class DefaultCAPSTorchRLModule(OfflineTorchRLModule, DefaultCAPSRLModule, CostCr
     def _forward_inference(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
         obs = batch[Columns.OBS].float()
         zeros = torch.zeros(obs.shape[0], device=obs.device)
-        cost_spent = batch.get(COST_SPENT, zeros).float()
-        step = batch.get(STEP, zeros).float()
+        cost_spent = batch.get(COST_SPENT, zeros).double()  # float64, as CAPSPolicy and the ONNX export read it
+        step = batch.get(STEP, zeros).double()
         actions, heads = self.switching_actions(obs, cost_spent, step, self.cost_threshold)
         predicted = self.cost_q(self.critic_input(obs, step), actions)  # as ``CAPSPolicy.predicted_cost`` reads it
         return {Columns.ACTIONS: actions, HEAD: heads, PREDICTED_COST: predicted}
