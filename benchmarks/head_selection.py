@@ -10,7 +10,9 @@ Arms: the selection (``q_reward``, the paper's; ``head_order``) × the cost crit
 shifted by its bias on the training data, ``calibrate_cost_critic`` mode "mean"; ``+pessimism``, shifted by that
 bias only where it is > 0, mode "pessimism", an arm added after the first four were measured). A ``+pessimism`` arm
 is not rolled out again: its shift is the ``+calibrated`` one where that is > 0 and none otherwise, so with the same
-module and episode seeds its figures are exactly one of those two arms' (``with_pessimism_arms``).
+module and episode seeds its figures are exactly one of those two arms' (``with_pessimism_arms``). Per-step arms
+(``+per_step``, ``+per_step_pessimism``: ``calibrate_cost_critic_per_step``, a shift per time bin fitted on held-out
+episodes) are rolled out, and record their table (``step_calibration``: per bin rows, predicted, realised, shift).
 
 The rule (docs/paper.md, "Calibrated Q^c"), fixed before the measurements: an arm qualifies if it is safe
 (normalised cost ≤ 1) at every (dataset, seed, κ); among qualifying arms the default is the one with the highest
@@ -33,6 +35,8 @@ import numpy as np
 PAPER_ARM = "q_reward"
 SELECTIONS = ("q_reward", "head_order")
 ARMS = tuple(f"{selection}{critic}" for selection in SELECTIONS for critic in ("", "+calibrated", "+pessimism"))
+STEP_MODES = {"+per_step": "per_step", "+per_step_pessimism": "per_step_pessimism"}  # arm suffix -> calibration
+ARMS += tuple(f"{selection}{suffix}" for selection in SELECTIONS for suffix in STEP_MODES)
 
 
 def with_pessimism_arms(rows: Mapping[str, dict]) -> dict[str, dict]:
@@ -52,7 +56,7 @@ def evaluate_arms(checkpoint: Path, data: Path, task: str, episodes: int) -> dic
     """Every arm on one checkpoint: per κ (normalised reward, normalised cost), their mean reward and largest cost."""
     import torch
 
-    from rllib_caps.algorithms.caps.calibration import calibrate_cost_critic
+    from rllib_caps.algorithms.caps.calibration import calibrate_cost_critic, calibrate_cost_critic_per_step
     from rllib_caps.algorithms.caps.policy import CAPSPolicy
     from rllib_caps.core.rollout import episode_seed, evaluate_policy
     from rllib_caps.data import TransitionDataset
@@ -65,14 +69,18 @@ def evaluate_arms(checkpoint: Path, data: Path, task: str, episodes: int) -> dic
         if arm.endswith("+pessimism"):
             continue  # with_pessimism_arms
         policy = CAPSPolicy.from_checkpoint(checkpoint)
-        policy.head_selection = arm.split("+")[0]
-        shift = calibrate_cost_critic(policy, columns, "mean" if arm.endswith("+calibrated") else "none")
+        policy.head_selection, _, critic = arm.partition("+")
+        step_fit = (calibrate_cost_critic_per_step(policy, columns, STEP_MODES[f"+{critic}"]).as_dict()
+                    if f"+{critic}" in STEP_MODES else None)
+        shift = (float(np.mean(step_fit["shift"])) if step_fit else
+                 calibrate_cost_critic(policy, columns, "mean" if arm.endswith("+calibrated") else "none"))
         results = evaluate_policy(policy, get_task(task), list(THRESHOLDS), episodes, seed=episode_seed(policy),
                                   progress=False)["thresholds"]
         per_kappa = {k: (r["normalized_reward"], r["normalized_cost"]) for k, r in results.items()}
         rows[arm] = {"shift": shift, "per_kappa": per_kappa,
                      "mean_nr": float(np.mean([nr for nr, _ in per_kappa.values()])),
-                     "max_nc": max(nc for _, nc in per_kappa.values())}
+                     "max_nc": max(nc for _, nc in per_kappa.values()),
+                     **({"step_calibration": step_fit} if step_fit else {})}
         print(arm, json.dumps(rows[arm]), flush=True)
     return with_pessimism_arms(rows)
 

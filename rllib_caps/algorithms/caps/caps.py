@@ -60,7 +60,9 @@ class CAPSConfig(OfflineSafeConfig):
             and a checkpoint's may be changed at deployment (docs/paper.md, "Choosing among feasible heads").
         cost_calibration: how the Q^c the switching rule reads is shifted, from its bias against the dataset's
             realised discounted cost-to-go, before each evaluation (``calibration.calibration_shift``):
-            "pessimism" (default) removes measured pessimism only, "mean" the bias either way, "none" nothing.
+            "pessimism" (default) removes measured pessimism only, "mean" the bias either way, "none" nothing;
+            "per_step" and "per_step_pessimism" do the same per time bin of the episode, with a table fitted on
+            held-out episodes (``calibration.calibrate_cost_critic_per_step``; the critic trains on every episode).
             The shift is part of the module state (checkpoints, exports). docs/paper.md, "Calibrated Q^c".
         awr_beta: the advantage temperature β (RLlib's MARWIL/IQL ``beta`` is capped at 1; CAPS uses 3).
         beta_cost: "code" with IQL only: the cost advantage's β; None (default): ``awr_beta`` (the authors'

@@ -82,7 +82,9 @@ class CAPSExtension(AlgorithmExtension):
         parser.add_argument("--calibrate-cost", choices=CALIBRATIONS, metavar="MODE",
                             help="before acting, set the shift of the policy's cost critic from its bias on the "
                                  "dataset (--data): 'pessimism' removes measured pessimism only (training's default), "
-                                 "'mean' the bias either way, 'none' no shift (docs/paper.md, 'Calibrated Q^c'). "
+                                 "'mean' the bias either way, 'none' no shift; 'per_step' and 'per_step_pessimism' the "
+                                 "same per time bin of the episode, fitted on held-out episodes (docs/paper.md, "
+                                 "'Calibrated Q^c'). "
                                  "Default: the checkpoint's shift, set by its training's cost_calibration. The shift "
                                  "acted with is in the output (JSON key cost_shift; with several --critic, in the "
                                  "offline entry)")
