@@ -8,6 +8,12 @@ over-pessimistic yet accurate (large bias, small centred error) or unbiased yet 
 
 The realised cost-to-go stops at the end of the recorded episode: at a time-out a critic trained with
 ``time_limit="bootstrap"`` predicts beyond it, so rows near a time-out measure that truncation as well.
+
+A constant shift corrects the level of Q^c on average over the dataset; the per-step modes fit one shift per equal
+time bin of the episode (``STEP_BINS``: one multiply finds a step's bin in the switching rule and the ONNX graph,
+and DSRL-style episodes that run to the time-out fill the bins evenly), on a seeded 20 % of the episodes
+(``held_out_episodes``). "Held out" means held out from the rows the fit is then checked on: the critic trained on
+every episode, so the fit is not out of the critic's training sample.
 """
 
 from __future__ import annotations
