@@ -172,3 +172,32 @@ def test_without_a_table_q_cost_is_the_scalar_shifted_one_to_the_bit() -> None:
         qc1, qc2 = module.qc(obs, actions)
         expected = torch.max(qc1, qc2) - module.cost_offset
         assert torch.equal(module.cost_q(obs, actions, step), expected)
+
+
+@pytest.mark.parametrize("holdout", [False, True])
+def test_calibration_holdout_trains_on_the_other_episodes_and_calibrates_on_all(holdout: bool) -> None:
+    """``calibration_holdout`` (opt-in): the learner's training rows leave out the held-out episodes, which the
+    per-step fit then reads; its calibration still reads the whole dataset."""
+    from pathlib import Path
+
+    from rllib_caps.algorithms.registry import build_config
+    from rllib_caps.bench import local_learner
+
+    data = Path(__file__).resolve().parents[1] / "datasets" / "BallCircle"
+    config = build_config("caps", "BallCircle", data, steps=1, heads=2, hidden=[16, 16], batch_size=32,
+                          eval_episodes=0, seed=0)
+    config.training(calibration_holdout=holdout)
+    config.validate()
+    learner = local_learner(config)
+    everything = learner.calibration_data.tensors["eps_id"].numpy()
+    trained_on = np.unique(learner.dataset.tensors["eps_id"].numpy())
+    held_out = np.unique(everything[held_out_episodes(everything)])
+    assert len(held_out) > 0 and len(learner.calibration_data) > 1000
+    if holdout:
+        assert not set(trained_on) & set(held_out) and len(trained_on) + len(held_out) == len(np.unique(everything))
+        assert learner.update_from_dataset(num_updates=2) is not None  # trains on the rest
+    else:
+        assert learner.dataset is learner.calibration_data
+    learner.calibrate_cost_critic("per_step")
+    module = learner.module["default_policy"]
+    assert module.cost_shift == 0.0 and module.cost_step_shifts.any()
