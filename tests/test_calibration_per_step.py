@@ -201,3 +201,23 @@ def test_calibration_holdout_trains_on_the_other_episodes_and_calibrates_on_all(
     learner.calibrate_cost_critic("per_step")
     module = learner.module["default_policy"]
     assert module.cost_shift == 0.0 and module.cost_step_shifts.any()
+
+
+@pytest.mark.slow
+def test_training_with_a_per_step_calibration_evaluates_and_saves_with_its_table(ray_session, tmp_path) -> None:
+    """``cost_calibration="per_step"``: before its evaluation the learner fits the table, the evaluation runners act
+    with it, and the checkpoint's policy loads it."""
+    from test_caps_algorithm import tiny_config
+
+    from rllib_caps.train import train
+
+    config = tiny_config(eval_episodes=1)
+    config.training(cost_calibration="per_step")
+    algo, result = train(config, progress=False)
+    table = algo.get_module().cost_step_shifts
+    assert table.any() and algo.get_module().cost_shift == 0.0 and result["evaluation"]["dsrl"]["thresholds"]
+    runner_tables = algo.eval_env_runner_group.foreach_env_runner(lambda er: er.module.cost_step_shifts)
+    assert runner_tables and all(np.array_equal(t, table) for t in runner_tables)
+    algo.save_to_path(tmp_path / "ckpt")
+    algo.stop()
+    np.testing.assert_array_equal(CAPSPolicy.from_checkpoint(tmp_path / "ckpt").cost_step_shifts, table)
