@@ -11,8 +11,10 @@ twin critics' disagreement, added in issue 43) × the cost critic (as trained; `
 the training data, ``calibrate_cost_critic`` mode "mean"; ``+pessimism``, shifted by that bias only where it is > 0,
 mode "pessimism", an arm added after the first four were measured). A ``+pessimism`` arm is not rolled out again: its
 shift is the ``+calibrated`` one where that is > 0 and none otherwise, so with the same module and episode seeds its
-figures are exactly one of those two arms' (``with_pessimism_arms``). Beside them, ``cost_head``: the cost head K−1
-acting alone, every step (the fallback's own safety; not a candidate of the rule).
+figures are exactly one of those two arms' (``with_pessimism_arms``). Per-step arms (``+per_step``,
+``+per_step_pessimism``: ``calibrate_cost_critic_per_step``, a shift per time bin fitted on held-out episodes) are
+rolled out, and record their table (``step_calibration``: per bin rows, predicted, realised, shift). Beside them,
+``cost_head``: the cost head K−1 acting alone, every step (the fallback's own safety; not a candidate of the rule).
 
 JSONs written before an arm existed lack it: the rule ranks only the arms measured on every (dataset, seed), and
 the table shows a missing arm as "—".
@@ -39,6 +41,8 @@ PAPER_ARM = "q_reward"
 SELECTIONS = ("q_reward", "head_order", "q_trust")
 ARMS = tuple(f"{selection}{critic}" for selection in SELECTIONS for critic in ("", "+calibrated", "+pessimism"))
 COST_HEAD_ARM = "cost_head"  # head K−1 alone: measured and tabled, never the rule's candidate
+STEP_MODES = {"+per_step": "per_step", "+per_step_pessimism": "per_step_pessimism"}  # arm suffix -> calibration
+ARMS += tuple(f"{selection}{suffix}" for selection in SELECTIONS for suffix in STEP_MODES)
 
 
 def with_pessimism_arms(rows: Mapping[str, dict]) -> dict[str, dict]:
@@ -61,7 +65,7 @@ def evaluate_arms(checkpoint: Path, data: Path, task: str, episodes: int) -> dic
     reward and largest cost."""
     import torch
 
-    from rllib_caps.algorithms.caps.calibration import calibrate_cost_critic
+    from rllib_caps.algorithms.caps.calibration import calibrate_cost_critic, calibrate_cost_critic_per_step
     from rllib_caps.algorithms.caps.policy import CAPSPolicy
     from rllib_caps.core.rollout import episode_seed, evaluate_policy
     from rllib_caps.data import TransitionDataset
@@ -75,16 +79,20 @@ def evaluate_arms(checkpoint: Path, data: Path, task: str, episodes: int) -> dic
             continue  # with_pessimism_arms
         policy = CAPSPolicy.from_checkpoint(checkpoint)
         if arm == COST_HEAD_ARM:
-            policy, shift = policy.with_head(policy.num_heads - 1), 0.0  # no switching: Q^c is not read
+            policy, shift, step_fit = policy.with_head(policy.num_heads - 1), 0.0, None  # Q^c is not read
         else:
-            policy.head_selection = arm.split("+")[0]
-            shift = calibrate_cost_critic(policy, columns, "mean" if arm.endswith("+calibrated") else "none")
+            policy.head_selection, _, critic = arm.partition("+")
+            step_fit = (calibrate_cost_critic_per_step(policy, columns, STEP_MODES[f"+{critic}"]).as_dict()
+                        if f"+{critic}" in STEP_MODES else None)
+            shift = (float(np.mean(step_fit["shift"])) if step_fit else
+                     calibrate_cost_critic(policy, columns, "mean" if arm.endswith("+calibrated") else "none"))
         results = evaluate_policy(policy, get_task(task), list(THRESHOLDS), episodes, seed=episode_seed(policy),
                                   progress=False)["thresholds"]
         per_kappa = {k: (r["normalized_reward"], r["normalized_cost"]) for k, r in results.items()}
         rows[arm] = {"shift": shift, "per_kappa": per_kappa,
                      "mean_nr": float(np.mean([nr for nr, _ in per_kappa.values()])),
-                     "max_nc": max(nc for _, nc in per_kappa.values())}
+                     "max_nc": max(nc for _, nc in per_kappa.values()),
+                     **({"step_calibration": step_fit} if step_fit else {})}
         print(arm, json.dumps(rows[arm]), flush=True)
     return with_pessimism_arms(rows)
 

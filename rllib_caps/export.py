@@ -40,8 +40,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                                 "onnx_runtime.py")
     p.add_argument("--calibrate-cost", metavar="MODE",  # checked in main: CALIBRATIONS' import is not instant
                    help="before exporting, set the shift of the cost critic from its bias on the dataset (--data): "
-                        "'pessimism' removes measured pessimism only, 'mean' the bias either way, 'none' no shift "
-                        "(as evaluate --calibrate-cost). Default: the checkpoint's shift. The graph acts with it; the "
+                        "'pessimism' removes measured pessimism only, 'mean' the bias either way, 'none' no shift; "
+                        "'per_step', 'per_step_pessimism' the same per time bin (as evaluate --calibrate-cost). "
+                        "Default: the checkpoint's shift. The graph acts with it; the "
                         "model's metadata and the card record it")
     p.add_argument("--data", help="--calibrate-cost: the converted dataset to calibrate on [the checkpoint's training "
                                   "data]")

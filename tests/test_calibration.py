@@ -14,6 +14,7 @@ from test_caps_module import OBS, make_module
 
 from rllib_caps.algorithms.caps.calibration import (
     CALIBRATIONS,
+    SCALAR_CALIBRATIONS,
     calibrate,
     calibrate_cost_critic,
     calibration_shift,
@@ -111,10 +112,12 @@ def test_calibrating_the_cost_critic_removes_its_dataset_bias_where_the_switchin
 
 
 def test_the_calibration_modes_remove_the_bias_either_way_only_pessimism_or_nothing() -> None:
-    assert [calibration_shift(3.0, mode) for mode in CALIBRATIONS] == [0.0, 3.0, 3.0]
-    assert [calibration_shift(-2.0, mode) for mode in CALIBRATIONS] == [0.0, -2.0, 0.0]
-    with pytest.raises(ValueError, match="cost calibration must be one of"):
-        calibration_shift(1.0, "median")
+    assert [calibration_shift(3.0, mode) for mode in SCALAR_CALIBRATIONS] == [0.0, 3.0, 3.0]
+    assert [calibration_shift(-2.0, mode) for mode in SCALAR_CALIBRATIONS] == [0.0, -2.0, 0.0]
+    assert set(CALIBRATIONS) == {*SCALAR_CALIBRATIONS, "per_step", "per_step_pessimism"}
+    for mode in ("median", "per_step"):  # a per-step mode has a table, not one shift
+        with pytest.raises(ValueError, match="cost calibration must be one of"):
+            calibration_shift(1.0, mode)
 
 
 def test_a_module_state_from_before_the_saved_shift_loads_with_none() -> None:
@@ -154,6 +157,10 @@ def test_evaluate_calibration_writes_its_numbers_and_plot(ray_session, tmp_path,
     calibrated = json.loads(capsys.readouterr().out)
     assert calibrated["cost_shift"] == pytest.approx(shift + bias, rel=1e-4, abs=1e-4)
     assert abs(calibrated["calibration"]["bias"]) < 1e-3 * max(abs(calibrated["cost_shift"]), 1.0)
+    assert evaluate_main(["--checkpoint", "ckpt", "--data", str(BUNDLED), "--thresholds", "20", "--json",
+                          "--calibrate-cost", "per_step"]) == 0
+    per_step = json.loads(capsys.readouterr().out)  # a table per time bin acts, in place of the one shift
+    assert per_step["cost_shift"] == 0.0 and len(per_step["cost_step_shifts"]) == 16
 
 
 def test_rollouts_compare_q_cost_at_the_first_step_with_the_cost_then_incurred() -> None:

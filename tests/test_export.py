@@ -82,11 +82,11 @@ class BlockedRuntime:
 
 @pytest.mark.parametrize("settings", [
     {"time_limit": "time_aware", "backbone": "sacbc", "clamp_cost_q": True, "actor_time": True, "cost_gamma": 1.0,
-     "initial_alpha": 0.1},
+     "initial_alpha": 0.1, "cost_step_shifts": np.linspace(-0.1, 0.1, 16)},
     {"implementation": "code", "shared": False, "fused_critics": True, "time_limit": "terminal",
      "head_selection": "head_order", "cost_shift": 0.05},
     {"head_selection": "q_trust"},
-], ids=["sacbc-time-aware-clamped", "iql-code-separate-fused-head-order-shifted", "iql-q-trust"])
+], ids=["sacbc-time-aware-clamped-per-step-shifted", "iql-code-separate-fused-head-order-shifted", "iql-q-trust"])
 def test_graph_equals_caps_policy_on_random_states_budgets_and_steps(tmp_path, settings) -> None:
     """No Ray: a module under ONNX Runtime in-process picks CAPSPolicy's heads and actions over random states, costs,
     steps and restarts: SAC+BC-style (clamped Q^c, time-aware critics and actor, cost γ = 1), and the authors' IQL
@@ -97,9 +97,13 @@ def test_graph_equals_caps_policy_on_random_states_budgets_and_steps(tmp_path, s
     torch.manual_seed(0)
     settings = dict(settings)
     shift = settings.pop("cost_shift", 0.0)  # a calibrated Q^c (CAPSPolicy.set_cost_shift) is exported as it acts
+    step_shifts = settings.pop("cost_step_shifts", np.zeros(16))  # and a per-step one (set_cost_step_shifts)
     module = make_module(num_heads=4, **settings)
     CAPSPolicy(module).set_cost_shift(shift)
-    export_onnx(module, tmp_path / "policy.onnx")
+    if step_shifts.any():
+        CAPSPolicy(module).set_cost_step_shifts(step_shifts)
+    metadata = export_onnx(module, tmp_path / "policy.onnx")
+    assert np.allclose(json.loads(metadata["cost_step_shifts"]), step_shifts)  # the graph's table, recorded
     torch_policy, onnx_policy = CAPSPolicy(module), ONNXCAPSPolicy(tmp_path / "policy.onnx")
     rng, heads = np.random.default_rng(0), set()
     for kappa in (0.0, 0.05, 0.3):

@@ -62,7 +62,12 @@ class CAPSConfig(OfflineSafeConfig):
             and a checkpoint's may be changed at deployment (docs/paper.md, "Choosing among feasible heads").
         cost_calibration: how the Q^c the switching rule reads is shifted, from its bias against the dataset's
             realised discounted cost-to-go, before each evaluation (``calibration.calibration_shift``):
-            "pessimism" (default) removes measured pessimism only, "mean" the bias either way, "none" nothing.
+            "pessimism" (default) removes measured pessimism only, "mean" the bias either way, "none" nothing;
+            "per_step" and "per_step_pessimism" do the same per time bin of the episode, with a table fitted on
+            held-out episodes (``calibration.calibrate_cost_critic_per_step``; the critic trains on every episode).
+        calibration_holdout: train on the episodes outside the per-step calibration's held-out split
+            (``calibration.held_out_episodes``), so a per-step fit reads episodes the critics never trained on
+            (default False: training reads every episode). Every calibration still reads the whole dataset.
             The shift is part of the module state (checkpoints, exports). docs/paper.md, "Calibrated Q^c".
         awr_beta: the advantage temperature β (RLlib's MARWIL/IQL ``beta`` is capped at 1; CAPS uses 3).
         beta_cost: "code" with IQL only: the cost advantage's β; None (default): ``awr_beta`` (the authors'
@@ -92,6 +97,7 @@ class CAPSConfig(OfflineSafeConfig):
         self.clamp_cost_q: bool | None = None
         self.head_selection = DEFAULT_HEAD_SELECTION  # the rule's verdict (docs/paper.md, "Calibrated Q^c")
         self.cost_calibration = "pessimism"  # idem
+        self.calibration_holdout = False
         self.awr_beta = 3.0
         self.beta_cost: float | None = None
         self.expectile_reward = 0.7
@@ -119,6 +125,7 @@ class CAPSConfig(OfflineSafeConfig):
         clamp_cost_q: bool | None = NotProvided,
         head_selection: str = NotProvided,
         cost_calibration: str = NotProvided,
+        calibration_holdout: bool = NotProvided,
         awr_beta: float = NotProvided,
         beta_cost: float | None = NotProvided,
         expectile_reward: float = NotProvided,

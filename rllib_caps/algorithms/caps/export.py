@@ -77,13 +77,15 @@ def graph_opset(proto: onnx.ModelProto) -> int:
 
 def model_metadata(module: nn.Module, proto: onnx.ModelProto, calibration: str = "") -> dict[str, str]:
     """What the ONNX file records about the policy (``custom_metadata_map`` in ONNX Runtime): the module's settings,
-    the head selection and Q^c shift the graph acts with (``cost_calibration``: the mode the shift was set by at
+    the head selection and Q^c shift the graph acts with (``cost_step_shifts``: its per-step table, JSON, one value per
+    equal time bin; ``cost_calibration``: the mode the shift was set by at
     export, empty for the checkpoint's own), the opset, and the inputs' and outputs' shapes (``shapes``: JSON of
     ``graph_signature``)."""
     return {"algorithm": "caps", "backbone": module.backbone, "num_heads": str(module.num_heads),
             "task": module.model_config.get("task") or "", "horizon": str(module.horizon),
             "cost_gamma": repr(module.cost_gamma), "time_aware": str(module.time_aware).lower(),
             "head_selection": module.head_selection, "cost_shift": repr(module.cost_shift),
+            "cost_step_shifts": json.dumps(module.cost_step_shifts.tolist()),
             "cost_calibration": calibration,
             "opset": str(graph_opset(proto)), "inputs": ",".join(INPUTS), "outputs": ",".join(OUTPUTS),
             "shapes": json.dumps(graph_signature(proto))}
@@ -183,6 +185,10 @@ def policy_card(module: nn.Module, *, model: Path, checkpoint: Path, data: dict[
              + (f"set at export by cost calibration `{metadata['cost_calibration']}`, so the evaluation below, "
                 "recorded with the checkpoint, did not act with it)" if metadata["cost_calibration"] else
                 "the checkpoint's)")]
+    step_shifts = json.loads(metadata["cost_step_shifts"])
+    if any(step_shifts):
+        lines.append(f"  - per-step cost shift, over {len(step_shifts)} equal time bins of the episode (the rule reads "
+                     f"Q^c − shift − table[bin of t]): {', '.join(f'{v:.4g}' for v in step_shifts)}")
     if data is None:
         lines.append("- **Training data**: not recorded in the checkpoint")
     else:

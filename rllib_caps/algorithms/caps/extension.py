@@ -82,9 +82,12 @@ class CAPSExtension(AlgorithmExtension):
         parser.add_argument("--calibrate-cost", choices=CALIBRATIONS, metavar="MODE",
                             help="before acting, set the shift of the policy's cost critic from its bias on the "
                                  "dataset (--data): 'pessimism' removes measured pessimism only (training's default), "
-                                 "'mean' the bias either way, 'none' no shift (docs/paper.md, 'Calibrated Q^c'). "
+                                 "'mean' the bias either way, 'none' no shift; 'per_step' and 'per_step_pessimism' the "
+                                 "same per time bin of the episode, fitted on held-out episodes (docs/paper.md, "
+                                 "'Calibrated Q^c'). "
                                  "Default: the checkpoint's shift, set by its training's cost_calibration. The shift "
-                                 "acted with is in the output (JSON key cost_shift; with several --critic, in the "
+                                 "acted with is in the output (JSON key cost_shift, and cost_step_shifts for a "
+                                 "per-step table; with several --critic, in the "
                                  "offline entry)")
 
     def evaluate_outputs(self, args: argparse.Namespace) -> dict[str, str]:
@@ -141,8 +144,10 @@ class CAPSExtension(AlgorithmExtension):
         else:
             settings = FQESettings(steps=args.fqe_steps, batch_size=args.fqe_batch_size)
             results = policy.evaluate_critics(prepared, task, thresholds, args.episodes, critics, settings, seed=seed)
-        if "offline" in results:  # the shift of the policy's own Q^c
-            results["offline"] = {**results["offline"], "cost_shift": policy.cost_shift}
+        if "offline" in results:  # the shift of the policy's own Q^c (and its per-step table, where it has one)
+            step_shifts = policy.cost_step_shifts.tolist()
+            results["offline"] = {**results["offline"], "cost_shift": policy.cost_shift,
+                                  **({"cost_step_shifts": step_shifts} if any(step_shifts) else {})}
         output = dict(results[critics[0]] if len(critics) == 1 else results)
         tables = [format_results_table(r, title=task.name + ("" if critic == "offline" else f" ({critic} critics)"))
                   for critic, r in results.items()]

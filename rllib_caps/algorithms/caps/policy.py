@@ -96,6 +96,17 @@ class CAPSPolicy(DeployedPolicy, CostCriticAPI):
     def set_cost_shift(self, shift: float) -> None:
         self.module.set_cost_shift(shift)
 
+    @property
+    def horizon(self) -> int:
+        return self.module.horizon
+
+    @property
+    def cost_step_shifts(self) -> np.ndarray:
+        return self.module.cost_step_shifts
+
+    def set_cost_step_shifts(self, shifts: np.ndarray) -> None:
+        self.module.set_cost_step_shifts(shifts)
+
     def evaluate_critics(self, dataset: Any, task: Any, thresholds: Sequence[float], episodes: int,
                          critics: Sequence[str], settings: FQESettings, *, seed: int = 0,
                          progress: bool = True) -> dict[str, dict[str, Any]]:
@@ -159,4 +170,5 @@ class CAPSPolicy(DeployedPolicy, CostCriticAPI):
         first = step == 0
         if not first.any():
             return np.full(len(step), np.nan)
-        return np.where(first.numpy(), self.module.cost_q(self.module.critic_input(obs, step), actions).numpy(), np.nan)
+        predicted = self.module.cost_q(self.module.critic_input(obs, step), actions, step)
+        return np.where(first.numpy(), predicted.numpy(), np.nan)

@@ -16,7 +16,7 @@ from ray.rllib.utils.typing import StateDict
 from torch import nn
 
 from rllib_caps.algorithms.caps.backbones import BACKBONES
-from rllib_caps.algorithms.caps.calibration import CostCriticAPI, finite_shift
+from rllib_caps.algorithms.caps.calibration import STEP_BINS, CostCriticAPI, finite_shift, step_bins
 from rllib_caps.algorithms.caps.default_caps_rl_module import DefaultCAPSRLModule
 from rllib_caps.algorithms.caps.keys import (
     HEAD,
@@ -124,6 +124,9 @@ class DefaultCAPSTorchRLModule(OfflineTorchRLModule, DefaultCAPSRLModule, CostCr
         # ``calibration``, set before each evaluation by ``CAPS.evaluate`` or at deployment); saved with the
         # module state, so evaluation runners, checkpoints and exports act with it.
         self.register_buffer("cost_offset", torch.zeros(()))
+        # and, per time bin of the step (``set_cost_step_shifts``, a per-step ``cost_calibration``), this table's
+        # entry; zeros otherwise, and then Q^c − cost_offset − 0 is Q^c − cost_offset to the bit.
+        self.register_buffer("cost_offset_per_step", torch.zeros(STEP_BINS))
 
         std = "state" if self.backbone_spec.state_dependent_std else "learned" if cfg["learn_std"] else "fixed"
         self.actor = MultiHeadActor(obs_dim + int(self.actor_time), act_dim, hidden, self.num_heads,
@@ -177,7 +180,8 @@ class DefaultCAPSTorchRLModule(OfflineTorchRLModule, DefaultCAPSRLModule, CostCr
         device = self.cost_offset.device
         step = torch.as_tensor(np.asarray(steps), dtype=torch.float64, device=device)
         critic_obs = self.critic_input(torch.as_tensor(np.asarray(obs, np.float32), device=device), step)
-        return self.cost_q(critic_obs, torch.as_tensor(np.asarray(actions, np.float32), device=device)).cpu().numpy()
+        return self.cost_q(critic_obs, torch.as_tensor(np.asarray(actions, np.float32), device=device),
+                           step).cpu().numpy()
 
     @property
     @override(CostCriticAPI)
@@ -187,11 +191,26 @@ class DefaultCAPSTorchRLModule(OfflineTorchRLModule, DefaultCAPSRLModule, CostCr
     @override(CostCriticAPI)
     def set_cost_shift(self, shift: float) -> None:
         self.cost_offset.fill_(finite_shift(shift))
+        self.cost_offset_per_step.zero_()
+
+    @property
+    @override(CostCriticAPI)
+    def cost_step_shifts(self) -> np.ndarray:
+        return self.cost_offset_per_step.cpu().numpy().astype(np.float64)
+
+    @override(CostCriticAPI)
+    def set_cost_step_shifts(self, shifts: np.ndarray) -> None:
+        table = torch.as_tensor(np.asarray([finite_shift(s) for s in np.asarray(shifts, np.float64)]),
+                                dtype=self.cost_offset_per_step.dtype, device=self.cost_offset_per_step.device)
+        if table.shape != self.cost_offset_per_step.shape:
+            raise ValueError(f"a per-step Q^c shift table has {STEP_BINS} entries, got {tuple(table.shape)}")
+        self.cost_offset.zero_()
+        self.cost_offset_per_step.copy_(table)
 
     @override(TorchRLModule)
     def set_state(self, state: StateDict) -> None:
-        """RLlib's, for checkpoints from before the saved Q^c shift too (they act with none)."""
-        super().set_state({"cost_offset": torch.zeros(())} | state)
+        """RLlib's, for checkpoints from before the saved Q^c shift or its per-step table too (they act with none)."""
+        super().set_state({"cost_offset": torch.zeros(()), "cost_offset_per_step": torch.zeros(STEP_BINS)} | state)
 
     @override(CostThresholdAPI)
     def set_cost_threshold(self, threshold: float) -> None:
@@ -220,7 +239,7 @@ class DefaultCAPSTorchRLModule(OfflineTorchRLModule, DefaultCAPSRLModule, CostCr
         critic_obs = self.critic_input(obs, step)
         obs_k = critic_obs.unsqueeze(1).expand(-1, self.num_heads, -1)
         qr1, qr2 = self.qr(obs_k, means)
-        q_reward, q_cost = torch.min(qr1, qr2), self.cost_q(obs_k, means)
+        q_reward, q_cost = torch.min(qr1, qr2), self.cost_q(obs_k, means, step.unsqueeze(1))
         spread = torch.abs(qr1 - qr2)
         if critics is not None:
             q_reward, q_cost = critics.replace(critic_obs, means, q_reward, q_cost)
@@ -229,11 +248,12 @@ class DefaultCAPSTorchRLModule(OfflineTorchRLModule, DefaultCAPSRLModule, CostCr
             q_cost = q_cost.clamp(min=0.0)
         return means, q_reward, q_cost, spread
 
-    def cost_q(self, critic_obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+    def cost_q(self, critic_obs: torch.Tensor, actions: torch.Tensor, step: torch.Tensor) -> torch.Tensor:
         """The pessimistic Q^c(s, a) in cost units: the larger twin (the switching rule's, before any clamp), minus
-        ``cost_offset``."""
+        ``cost_offset`` and the per-step table's entry at step ``step`` (shaped to broadcast with Q^c)."""
         qc1, qc2 = self.qc(critic_obs, actions)
-        return torch.max(self.cost_sign * qc1, self.cost_sign * qc2) - self.cost_offset
+        per_step = self.cost_offset_per_step[step_bins(step, self.horizon).long()]
+        return torch.max(self.cost_sign * qc1, self.cost_sign * qc2) - self.cost_offset - per_step
 
     def switching_actions(self, obs: torch.Tensor, cost_spent: torch.Tensor, step: torch.Tensor,
                           cost_threshold: torch.Tensor | float, critics: CriticOverride | None = None
@@ -252,7 +272,7 @@ class DefaultCAPSTorchRLModule(OfflineTorchRLModule, DefaultCAPSRLModule, CostCr
         cost_spent = batch.get(COST_SPENT, zeros).double()  # float64, as CAPSPolicy and the ONNX export read it
         step = batch.get(STEP, zeros).double()
         actions, heads = self.switching_actions(obs, cost_spent, step, self.cost_threshold)
-        predicted = self.cost_q(self.critic_input(obs, step), actions)  # as ``CAPSPolicy.predicted_cost`` reads it
+        predicted = self.cost_q(self.critic_input(obs, step), actions, step)  # as CAPSPolicy.predicted_cost reads it
         return {Columns.ACTIONS: actions, HEAD: heads, PREDICTED_COST: predicted}
 
     @override(TorchRLModule)
