@@ -6,7 +6,8 @@ trainer arguments, over the task's default config), DSRL's ``get_dataset`` and `
 ``TransitionDataset``, their ``CapsIQL`` and ``CapsIQLTrainer.train_one_step``, and ``evaluate_switch`` at each cost
 limit every ``eval_every`` steps and at the last. Three things differ, each because the original cannot run here:
 the HDF5 is a local file (``get_dataset(h5path)``); the env is this project's (``rllib_caps.envs.make_env``: the same
-simulators, under gymnasium 1.x, which DSRL's ``gym.make`` ids and MetaDrive fork are not); and the reward is scaled by
+simulators, under gymnasium 1.x, which DSRL's ``gym.make`` ids and MetaDrive fork are not; its first reset is seeded
+with the training seed, where theirs is unseeded); and the reward is scaled by
 gymnasium 1.x's ``TransformReward`` (DSRL's ``wrap_env`` calls ``TransformObservation`` with gymnasium 0.28's
 signature; its observation transform is the identity at their defaults). Their installation (their README) appends
 their ``osrl/common/net.py`` to OSRL's and adds their ``osrl/algorthims/capsiql.py`` to ``osrl.algorithms``; this
@@ -68,9 +69,9 @@ def offline_data(h5: Path, spec: Any, env: Any, args: types.SimpleNamespace) -> 
                          max_episode_cost=infos.MAX_EPISODE_COST[spec.name],
                          min_episode_cost=infos.MIN_EPISODE_COST[spec.name])
     offline.observation_space, offline.action_space = env.observation_space, env.action_space
+    if args.density != 1.0:  # their density filter reads DSRL's per-task bins (DENSITY_CFG), not wired here
+        raise SystemExit(f"error: --density {args.density}: only 1.0 (no filtering) is supported by this runner")
     data = offline.get_dataset(str(h5))
-    if args.density != 1.0:
-        raise SystemExit("error: --density other than 1.0 is not supported by this runner")
     data = offline.pre_process_data(data, args.outliers_percent, args.noise_scale, args.inpaint_ranges, args.epsilon,
                                     args.density)
     return data, offline
