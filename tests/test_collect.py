@@ -148,3 +148,64 @@ def test_grid_filter_evens_out_density_within_the_budget() -> None:
 def test_bin_cap() -> None:
     assert bin_cap(np.array([5, 1, 3]), 9) == 5 and bin_cap(np.array([5, 1, 3]), 8) == 4
     assert bin_cap(np.array([5, 1, 3]), 2) == 1  # never below one per cell
+
+
+def _weights(state: dict) -> list[np.ndarray]:
+    """An RLModule state's arrays in key order, the nested module ids flattened."""
+    leaves = []
+    for key in sorted(state):
+        value = state[key]
+        leaves += _weights(value) if isinstance(value, dict) else [np.asarray(value)]
+    return leaves
+
+
+@pytest.mark.slow
+def test_warm_start_begins_from_the_given_weights(ray_session: object) -> None:
+    """With PPO frozen (lr 0), a warm-started run keeps its source's weights in its learner and in the policy it
+    rolls out with; a cold run with the same seed does not."""
+    from data_conversion.behavior_policies import train_snapshots
+
+    source = train_snapshots(TASK, 0.0, 16, 1, seed=3)
+    frozen = {"lr": 0.0, "reward_scale": 0.5}
+    warm = train_snapshots(TASK, 0.0, 16, 1, seed=4, target_cost=5, ppo=frozen, warm_start=source.final_weights)
+    cold = train_snapshots(TASK, 0.0, 16, 1, seed=4, target_cost=5, ppo=frozen)
+    for a, b in zip(_weights(warm.final_weights), _weights(source.final_weights), strict=True):
+        np.testing.assert_array_equal(a, b)
+    rolled_out = [_weights(run.snapshots[-1].module.get_state()) for run in (warm, source, cold)]
+    assert len(rolled_out[0]) > 0
+    for a, b in zip(rolled_out[0], rolled_out[1], strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert any(not np.array_equal(a, c) for a, c in zip(rolled_out[0], rolled_out[2], strict=True))
+
+
+def test_warm_start_trains_the_unpenalised_run_first() -> None:
+    from data_conversion.collect import warm_start_order
+
+    assert warm_start_order([1.0, 0.0, 2.0], 5) == [1, 0, 2, 3, 4]
+    with pytest.raises(ValueError, match="--penalties must include 0"):
+        warm_start_order([1.0, 2.0], 3)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--penalties", "1", "--warm-start"], "--penalties must include 0"),
+        (["--ppo-config", "gama=0.9"], "'gama=0.9': expected KEY=VALUE with KEY one of lr, gamma"),
+        (["--ppo-config", "lr=fast"], "'lr=fast': could not convert"),
+        (["--ppo-config", "use_kl_loss=yes"], "expected true or false"),
+        (["--gamma", "0.99", "--ppo-config", "gamma=0.9"], "--gamma and --ppo-config gamma=...: give one"),
+    ],
+)
+def test_bad_ppo_flags_are_refused(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--out", "never.hdf5", *argv])
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
+    assert not Path("never.hdf5").exists()
+
+
+def test_ppo_settings_are_parsed_by_type() -> None:
+    from data_conversion.ppo_settings import parse_ppo_settings
+
+    settings = parse_ppo_settings(["gamma=0.9999", "minibatch_size=128", "use_kl_loss=false", "reward_scale=0.01"])
+    assert settings == {"gamma": 0.9999, "minibatch_size": 128, "use_kl_loss": False, "reward_scale": 0.01}
+    assert isinstance(settings["minibatch_size"], int)
