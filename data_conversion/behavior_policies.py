@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from data_conversion.lagrangian import INITIAL_MULTIPLIER, step_multiplier
+from data_conversion.ppo_settings import PPO_DEFAULTS
 from rllib_caps.envs import make_env
 from rllib_caps.envs.tasks import TaskSpec
 
@@ -38,18 +39,6 @@ RAY_INIT_ATTEMPTS = 3
 HIDDEN = (64, 64)  # small separate actor and critic MLPs
 BATCH_SIZE = 4000  # PPO env steps per training iteration (less on tiny budgets)
 ENVS = 8  # vectorised envs in the local env runner (one batched forward pass per step)
-MINIBATCH_SIZE = 500
-PPO_TRAINING: dict[str, Any] = {
-    "lr": 3e-4,
-    "gamma": 0.99,
-    "lambda_": 0.95,
-    "num_epochs": 10,
-    "clip_param": 0.2,
-    "entropy_coeff": 0.0,
-    "vf_clip_param": 1e4,  # episode returns reach several hundred; RLlib's default 10 clips the value loss
-}
-
-
 class PenalizedCost(gymnasium.Wrapper):
     """Replaces the reward by ``reward - penalty * info["cost"]`` (the Lagrangian at the current `penalty`,
     which the trainer may change between iterations) and records each finished episode's cost return."""
@@ -154,12 +143,12 @@ def ensure_ray() -> bool:
 
 def ppo_config(task: TaskSpec, penalty: float, batch_size: int, seed: int, ppo: Mapping[str, Any] | None = None) -> Any:
     """RLlib PPOConfig (new API stack) for `task` with reward ``r - penalty * c``, in-process; `ppo` overrides
-    `PPO_TRAINING` and the minibatch size, and may set ``reward_scale`` (`data_conversion.ppo_settings`)."""
+    `PPO_DEFAULTS` (`data_conversion.ppo_settings`)."""
     from ray.rllib.algorithms.ppo import PPOConfig
     from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 
-    training = {**PPO_TRAINING, "minibatch_size": MINIBATCH_SIZE, **(ppo or {})}
-    env_config = {"task": task.name, "penalty": penalty, "reward_scale": training.pop("reward_scale", 1.0)}
+    training = {**PPO_DEFAULTS, **(ppo or {})}
+    env_config = {"task": task.name, "penalty": penalty, "reward_scale": training.pop("reward_scale")}
     training["minibatch_size"] = min(training["minibatch_size"], batch_size)
     return (
         PPOConfig()

@@ -56,7 +56,7 @@ import numpy as np
 from tqdm import tqdm
 
 from data_conversion.dsrl_format import KEYS, write_dsrl_hdf5
-from data_conversion.ppo_settings import PPO_KEYS, parse_ppo_settings
+from data_conversion.ppo_settings import PPO_DEFAULTS, PPO_KEYS, parse_ppo_settings
 from rllib_caps.envs import make_env
 from rllib_caps.envs.tasks import TaskSpec, get_task
 from rllib_caps.utils.atomic import OutputExistsError, OutputNotWritableError, atomic_file, atomic_files
@@ -388,9 +388,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--ppo-config",
         action="append",
         default=[],
-        metavar="KEY=VALUE",
-        help=f"override one of PPO's settings (repeatable), KEY one of {', '.join(PPO_KEYS)}; reward_scale multiplies "
-        "the penalised reward PPO sees (not the data). SwimmerVelocity-v2 used gamma=0.9999 reward_scale=0.01 ...",
+        metavar="KEY=VALUE",  # parsed into args.ppo by parse_args
+        help="override one of PPO's settings (repeatable): "
+        + ", ".join(f"{key} [{PPO_DEFAULTS.get(key, 'RLlib default')}]" for key in PPO_KEYS)
+        + "; reward_scale multiplies the penalised reward PPO sees, not the data (data_conversion/ppo_settings.py)",
     )
     parser.add_argument(
         "--warm-start",

@@ -11,6 +11,18 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+PPO_DEFAULTS: dict[str, Any] = {  # the collector's PPO; a key left out keeps RLlib's default
+    "lr": 3e-4,
+    "gamma": 0.99,
+    "lambda_": 0.95,
+    "num_epochs": 10,
+    "minibatch_size": 500,  # at most the batch (4,000 env steps per iteration)
+    "clip_param": 0.2,
+    "entropy_coeff": 0.0,
+    "vf_clip_param": 1e4,  # episode returns reach several hundred; RLlib's default 10 clips the value loss
+    "reward_scale": 1.0,
+}
+
 
 def _boolean(text: str) -> bool:
     if text.lower() not in ("true", "false"):
