@@ -213,7 +213,9 @@ def train_snapshots(
     torch.set_num_threads(1)
     if target_cost is not None:
         penalty = INITIAL_MULTIPLIER
-    algo = ppo_config(task, penalty, batch_size, seed, ppo).build_algo()
+    config = ppo_config(task, penalty, batch_size, seed, ppo)
+    unscaled = 1.0 / config.env_config["reward_scale"]  # logs show the penalised return before the reward scale
+    algo = config.build_algo()
     out: list[Snapshot] = []
     try:
         if warm_start is not None:  # into the learner, then synced to the env runner's (inference-only) module
@@ -228,7 +230,7 @@ def train_snapshots(
                 iteration,
                 len(costs),
                 np.mean(costs) if costs else float("nan"),
-                result["env_runners"].get("episode_return_mean", float("nan")),
+                unscaled * result["env_runners"].get("episode_return_mean", float("nan")),
                 penalty,
             )
             if target_cost is not None:
@@ -247,7 +249,7 @@ def train_snapshots(
                     len(out),
                     snapshots,
                     steps,
-                    result["env_runners"].get("episode_return_mean", float("nan")),
+                    unscaled * result["env_runners"].get("episode_return_mean", float("nan")),
                 )
         final_weights = algo.learner_group.get_weights()
     finally:
