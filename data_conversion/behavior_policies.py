@@ -264,7 +264,7 @@ def save_snapshot(snapshot: Snapshot, directory: Path) -> Path:
 
     kind = "penalty" if snapshot.target_cost is None else "target"
     value = snapshot.penalty if snapshot.target_cost is None else snapshot.target_cost
-    path = Path(directory) / f"{kind}{value:g}-{snapshot.env_steps}"
+    path = Path(directory).absolute() / f"{kind}{value:g}-{snapshot.env_steps}"  # RLlib reads a relative one as a URI
     partial = path.with_name(path.name + ".partial")  # renamed once complete, so a snapshot dir is never half-written
     shutil.rmtree(partial, ignore_errors=True)
     snapshot.module.save_to_path(partial)
