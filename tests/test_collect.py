@@ -105,6 +105,21 @@ def test_snapshots_are_saved_and_reload(runs: list[Path]) -> None:
 
 
 @pytest.mark.slow
+def test_a_snapshot_saves_under_a_relative_directory(
+    runs: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ray.rllib.core.rl_module.rl_module import RLModule
+
+    from data_conversion.behavior_policies import save_snapshot
+
+    module = RLModule.from_checkpoint(runs[0].parent / "snapshots" / "penalty0-400")
+    monkeypatch.chdir(tmp_path)
+    saved = save_snapshot(Snapshot(0.0, 400, module), Path("relative"))
+    assert saved == tmp_path / "relative" / "penalty0-400" and (saved / "snapshot.json").is_file()
+    assert RLModule.from_checkpoint(saved) is not None
+
+
+@pytest.mark.slow
 def test_dsrl_loader_accepts_file(runs: list[Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     # dsrl's package import fails on its Safety-Gymnasium/MetaDrive envs under gymnasium 1.x and says so
     # unless told to be quiet; its Bullet envs, registered first, work.
