@@ -2,8 +2,9 @@
 
 `train_snapshots` trains one PPO agent (RLlib 2.60, new API stack) per cost penalty, or per target
 episode cost (PPO-Lagrangian: the penalty is a multiplier updated after every iteration from the
-measured episode cost, `data_conversion.lagrangian`), and keeps frozen copies of its policy at evenly
-spaced points of training, optionally also on disk (`save_snapshot`). A `GaussianPolicy` acts with a snapshot
+measured episode cost, `data_conversion.lagrangian`), optionally from another run's final weights (a warm
+start), and keeps frozen copies of its policy at evenly spaced points of training, optionally also on disk
+(`save_snapshot`). A `GaussianPolicy` acts with a snapshot
 outside Ray, drawing every random number from a caller-supplied NumPy generator, so rollouts of the
 same snapshots are reproducible.
 

@@ -10,7 +10,10 @@ density filter over episode returns):
    weak ones. Besides, for each target episode cost in ``--target-costs`` (DSRL's recipe), PPO is
    trained as a Lagrangian whose multiplier follows the measured episode cost
    (`data_conversion.lagrangian`), so its policies settle near that cost. See
-   `data_conversion.behavior_policies`.
+   `data_conversion.behavior_policies`. ``--ppo-config KEY=VALUE`` overrides PPO's settings
+   (`data_conversion.ppo_settings`); with ``--warm-start`` the λ = 0 run trains first and every other
+   run starts from its final weights (for ``--warm-start-steps``), so a fast policy learns to slow
+   down to its cost rather than to move under a penalty from scratch.
 2. **Rollouts.** Each snapshot runs ``--episodes-per-snapshot`` full episodes: actions are sampled
    from the policy's Gaussian, plus extra Gaussian noise whose std cycles through `NOISE_LEVELS`
    over the episodes, clipped to the action bounds. Episode ``j`` of snapshot ``i`` draws all its
