@@ -2,8 +2,9 @@
 
 `train_snapshots` trains one PPO agent (RLlib 2.60, new API stack) per cost penalty, or per target
 episode cost (PPO-Lagrangian: the penalty is a multiplier updated after every iteration from the
-measured episode cost, `data_conversion.lagrangian`), and keeps frozen copies of its policy at evenly
-spaced points of training, optionally also on disk (`save_snapshot`). A `GaussianPolicy` acts with a snapshot
+measured episode cost, `data_conversion.lagrangian`), optionally from another run's final weights (a warm
+start), and keeps frozen copies of its policy at evenly spaced points of training, optionally also on disk
+(`save_snapshot`). A `GaussianPolicy` acts with a snapshot
 outside Ray, drawing every random number from a caller-supplied NumPy generator, so rollouts of the
 same snapshots are reproducible.
 
@@ -28,6 +29,7 @@ import numpy as np
 import torch
 
 from data_conversion.lagrangian import INITIAL_MULTIPLIER, step_multiplier
+from data_conversion.ppo_settings import PPO_DEFAULTS
 from rllib_caps.envs import make_env
 from rllib_caps.envs.tasks import TaskSpec
 
@@ -38,25 +40,14 @@ RAY_INIT_ATTEMPTS = 3
 HIDDEN = (64, 64)  # small separate actor and critic MLPs
 BATCH_SIZE = 4000  # PPO env steps per training iteration (less on tiny budgets)
 ENVS = 8  # vectorised envs in the local env runner (one batched forward pass per step)
-MINIBATCH_SIZE = 500
-PPO_TRAINING: dict[str, Any] = {
-    "lr": 3e-4,
-    "gamma": 0.99,
-    "lambda_": 0.95,
-    "num_epochs": 10,
-    "clip_param": 0.2,
-    "entropy_coeff": 0.0,
-    "vf_clip_param": 1e4,  # episode returns reach several hundred; RLlib's default 10 clips the value loss
-}
-
-
 class PenalizedCost(gymnasium.Wrapper):
     """Replaces the reward by ``reward - penalty * info["cost"]`` (the Lagrangian at the current `penalty`,
     which the trainer may change between iterations) and records each finished episode's cost return."""
 
-    def __init__(self, env: gymnasium.Env, penalty: float) -> None:
+    def __init__(self, env: gymnasium.Env, penalty: float, reward_scale: float = 1.0) -> None:
         super().__init__(env)
         self.penalty = penalty
+        self.reward_scale = reward_scale
         self.episode_cost = 0.0
         self.finished_costs: list[float] = []
 
@@ -69,7 +60,8 @@ class PenalizedCost(gymnasium.Wrapper):
         self.episode_cost += float(info["cost"])
         if terminated or truncated:
             self.finished_costs.append(self.episode_cost)
-        return obs, float(reward) - self.penalty * float(info["cost"]), terminated, truncated, info
+        penalized = float(reward) - self.penalty * float(info["cost"])
+        return obs, self.reward_scale * penalized, terminated, truncated, info
 
     def drain_finished_costs(self) -> list[float]:
         """The cost returns of the episodes finished since the last call."""
@@ -78,8 +70,8 @@ class PenalizedCost(gymnasium.Wrapper):
 
 
 def _make_penalized(env_config: Mapping[str, Any]) -> gymnasium.Env:
-    """RLlib env creator: ``env_config = {"task": name, "penalty": float}``."""
-    return PenalizedCost(make_env(env_config["task"]), env_config["penalty"])
+    """RLlib env creator: ``env_config = {"task": name, "penalty": float, "reward_scale": float}``."""
+    return PenalizedCost(make_env(env_config["task"]), env_config["penalty"], env_config.get("reward_scale", 1.0))
 
 
 @dataclass(frozen=True)
@@ -150,25 +142,23 @@ def ensure_ray() -> bool:
     return True
 
 
-def ppo_config(
-    task: TaskSpec, penalty: float, batch_size: int, seed: int, gamma: float = PPO_TRAINING["gamma"]
-) -> Any:
-    """RLlib PPOConfig (new API stack) for `task` with reward ``r - penalty * c`` and discount `gamma`, in-process."""
+def ppo_config(task: TaskSpec, penalty: float, batch_size: int, seed: int, ppo: Mapping[str, Any] | None = None) -> Any:
+    """RLlib PPOConfig (new API stack) for `task` with reward ``r - penalty * c``, in-process; `ppo` overrides
+    `PPO_DEFAULTS` (`data_conversion.ppo_settings`)."""
     from ray.rllib.algorithms.ppo import PPOConfig
     from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 
+    training = {**PPO_DEFAULTS, **(ppo or {})}
+    env_config = {"task": task.name, "penalty": penalty, "reward_scale": training.pop("reward_scale")}
+    training["minibatch_size"] = min(training["minibatch_size"], batch_size)
     return (
         PPOConfig()
-        .environment(PENALIZED_ENV, env_config={"task": task.name, "penalty": penalty})
+        .environment(PENALIZED_ENV, env_config=env_config)
         .env_runners(
             num_env_runners=0, num_envs_per_env_runner=envs_side_by_side(task, ENVS), rollout_fragment_length="auto"
         )
         .learners(num_learners=0)
-        .training(
-            train_batch_size_per_learner=batch_size,
-            minibatch_size=min(MINIBATCH_SIZE, batch_size),
-            **{**PPO_TRAINING, "gamma": gamma},
-        )
+        .training(train_batch_size_per_learner=batch_size, **training)
         .rl_module(model_config=DefaultModelConfig(fcnet_hiddens=list(HIDDEN), vf_share_layers=False))
         .reporting(metrics_num_episodes_for_smoothing=20)
         .debugging(seed=seed, log_level="WARN")
@@ -188,6 +178,15 @@ def snapshot_iterations(train_steps: int, snapshots: int) -> tuple[int, list[int
     return batch_size, [iterations * (k + 1) // snapshots for k in range(snapshots)]
 
 
+@dataclass(frozen=True)
+class TrainedPolicies:
+    """One PPO training run: its snapshots, and the learner's whole RLModule state (actor and critic) after its
+    last iteration, which `train_snapshots` takes as ``warm_start`` to begin another run from it."""
+
+    snapshots: list[Snapshot]
+    final_weights: dict[str, Any]
+
+
 def train_snapshots(
     task: TaskSpec,
     penalty: float,
@@ -197,14 +196,17 @@ def train_snapshots(
     *,
     target_cost: float | None = None,
     snapshot_dir: Path | None = None,
-    gamma: float = PPO_TRAINING["gamma"],
-) -> list[Snapshot]:
+    ppo: Mapping[str, Any] | None = None,
+    warm_start: Mapping[str, Any] | None = None,
+) -> TrainedPolicies:
     """Train PPO on ``reward - penalty * cost`` for about `train_steps` env steps; return `snapshots`
     frozen policies taken at the ends of equal segments of training (the last is the final policy).
 
     With a `target_cost`, `penalty` is ignored: the penalty starts at `INITIAL_MULTIPLIER` and after
     every iteration follows `step_multiplier` from that iteration's finished episodes' costs. With a
-    `snapshot_dir`, every snapshot is also saved there (`save_snapshot`). `gamma` is PPO's discount."""
+    `snapshot_dir`, every snapshot is also saved there (`save_snapshot`). `ppo` overrides PPO's settings
+    (`ppo_config`). With `warm_start` (another run's `TrainedPolicies.final_weights`), training begins from
+    those weights instead of a fresh network; the penalty or multiplier starts as without it."""
     from ray.tune.registry import register_env
 
     register_env(PENALIZED_ENV, _make_penalized)
@@ -212,22 +214,27 @@ def train_snapshots(
     torch.set_num_threads(1)
     if target_cost is not None:
         penalty = INITIAL_MULTIPLIER
-    algo = ppo_config(task, penalty, batch_size, seed, gamma).build_algo()
+    config = ppo_config(task, penalty, batch_size, seed, ppo)
+    unscaled = 1.0 / config.env_config["reward_scale"]  # logs show the penalised return before the reward scale
+    algo = config.build_algo()
     out: list[Snapshot] = []
     try:
+        if warm_start is not None:  # into the learner, then synced to the env runner's (inference-only) module
+            algo.set_state({"learner_group": {"learner": {"rl_module": copy.deepcopy(dict(warm_start))}}})
         for iteration in range(1, at[-1] + 1):
             result = algo.train()
+            envs = algo.env_runner.env.unwrapped  # the local env runner's gymnasium vector env
+            costs = [c for env_costs in envs.call("drain_finished_costs") for c in env_costs]
+            logger.info(
+                "%s, iteration %d: %d episodes, mean cost %.1f, mean penalised return %.1f, multiplier %.4g",
+                f"penalty {penalty:g}" if target_cost is None else f"target cost {target_cost:g}",
+                iteration,
+                len(costs),
+                np.mean(costs) if costs else float("nan"),
+                unscaled * result["env_runners"].get("episode_return_mean", float("nan")),
+                penalty,
+            )
             if target_cost is not None:
-                envs = algo.env_runner.env.unwrapped  # the local env runner's gymnasium vector env
-                costs = [c for env_costs in envs.call("drain_finished_costs") for c in env_costs]
-                logger.info(
-                    "target cost %g, iteration %d: %d episodes, mean cost %.1f, multiplier %.4g",
-                    target_cost,
-                    iteration,
-                    len(costs),
-                    np.mean(costs) if costs else float("nan"),
-                    penalty,
-                )
                 penalty = step_multiplier(penalty, costs, target_cost)
                 envs.set_attr("penalty", penalty)
             if iteration in at:
@@ -243,11 +250,12 @@ def train_snapshots(
                     len(out),
                     snapshots,
                     steps,
-                    result["env_runners"].get("episode_return_mean", float("nan")),
+                    unscaled * result["env_runners"].get("episode_return_mean", float("nan")),
                 )
+        final_weights = algo.learner_group.get_weights()
     finally:
         algo.stop()
-    return out
+    return TrainedPolicies(out, final_weights)
 
 
 def save_snapshot(snapshot: Snapshot, directory: Path) -> Path:
@@ -257,7 +265,7 @@ def save_snapshot(snapshot: Snapshot, directory: Path) -> Path:
 
     kind = "penalty" if snapshot.target_cost is None else "target"
     value = snapshot.penalty if snapshot.target_cost is None else snapshot.target_cost
-    path = Path(directory) / f"{kind}{value:g}-{snapshot.env_steps}"
+    path = Path(directory).absolute() / f"{kind}{value:g}-{snapshot.env_steps}"  # RLlib reads a relative one as a URI
     partial = path.with_name(path.name + ".partial")  # renamed once complete, so a snapshot dir is never half-written
     shutil.rmtree(partial, ignore_errors=True)
     snapshot.module.save_to_path(partial)

@@ -10,7 +10,10 @@ density filter over episode returns):
    weak ones. Besides, for each target episode cost in ``--target-costs`` (DSRL's recipe), PPO is
    trained as a Lagrangian whose multiplier follows the measured episode cost
    (`data_conversion.lagrangian`), so its policies settle near that cost. See
-   `data_conversion.behavior_policies`.
+   `data_conversion.behavior_policies`. ``--ppo-config KEY=VALUE`` overrides PPO's settings
+   (`data_conversion.ppo_settings`); with ``--warm-start`` the λ = 0 run trains first and every other
+   run starts from its final weights (for ``--warm-start-steps``), so a fast policy learns to slow
+   down to its cost rather than to move under a penalty from scratch.
 2. **Rollouts.** Each snapshot runs ``--episodes-per-snapshot`` full episodes: actions are sampled
    from the policy's Gaussian, plus extra Gaussian noise whose std cycles through `NOISE_LEVELS`
    over the episodes, clipped to the action bounds. Episode ``j`` of snapshot ``i`` draws all its
@@ -46,16 +49,17 @@ import argparse
 import logging
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import gymnasium
 import numpy as np
 from tqdm import tqdm
 
 from data_conversion.dsrl_format import KEYS, write_dsrl_hdf5
+from data_conversion.ppo_settings import PPO_DEFAULTS, PPO_KEYS, parse_ppo_settings
 from rllib_caps.envs import make_env
 from rllib_caps.envs.tasks import TaskSpec, get_task
 from rllib_caps.utils.atomic import OutputExistsError, OutputNotWritableError, atomic_file, atomic_files
@@ -149,6 +153,15 @@ def collect_episodes(
         for env in envs:
             env.close()
     return episodes
+
+
+def warm_start_order(penalties: Sequence[float], runs: int) -> list[int]:
+    """The order of the training runs (penalties first, then target costs) for a warm start: the first λ = 0 run,
+    then the others as listed. ValueError if `penalties` has no 0."""
+    if 0 not in penalties:
+        raise ValueError("--warm-start trains the λ = 0 policy first: --penalties must include 0")
+    first = list(penalties).index(0)
+    return [first, *(k for k in range(runs) if k != first)]
 
 
 def bin_cap(counts: np.ndarray, max_episodes: int) -> int:
@@ -247,7 +260,9 @@ def build_dataset(
     penalties: Sequence[float],
     target_costs: Sequence[float] = (),
     snapshot_dir: Path | None = None,
-    gamma: float | None = None,
+    ppo: Mapping[str, Any] | None = None,
+    warm_start: bool = False,
+    warm_start_steps: int | None = None,
     train_steps: int,
     snapshots: int,
     episodes_per_snapshot: int,
@@ -259,42 +274,42 @@ def build_dataset(
 ) -> Summary:
     """Train the behaviour policies, roll them out, grid-filter the episodes, write the HDF5 file `out` (or, with
     `dataset_format` ``minari``, record them as the Minari dataset `out` under the current Minari root) and the card
-    (unless `plot` is None)."""
-    from data_conversion.behavior_policies import PPO_TRAINING, ensure_ray, train_snapshots
+    (unless `plot` is None). `ppo` overrides PPO's settings (`data_conversion.ppo_settings`); with `warm_start`,
+    the λ = 0 run trains first and every other run begins from its final weights (`warm_start_order`), for
+    `warm_start_steps` env steps (default `train_steps`)."""
+    from data_conversion.behavior_policies import ensure_ray, train_snapshots
 
-    gamma = PPO_TRAINING["gamma"] if gamma is None else gamma
-
+    runs = [(seed + 1000 * k, penalty, None) for k, penalty in enumerate(penalties)]
+    runs += [(seed + 1000 * k, 0.0, target) for k, target in enumerate(target_costs, start=len(penalties))]
+    order = warm_start_order(penalties, len(runs)) if warm_start else range(len(runs))
+    trained: dict[int, list[Snapshot]] = {}
+    start_from = None
     started_ray = ensure_ray()
     try:
-        policies = []
-        for k, penalty in enumerate(penalties):
+        for n, k in enumerate(order):
+            run_seed, penalty, target = runs[k]
+            steps = train_steps if start_from is None else (warm_start_steps or train_steps)
             logger.info(
-                "training PPO with cost penalty %g for %d env steps (%d/%d)",
-                penalty,
-                train_steps,
-                k + 1,
-                len(penalties),
+                "training PPO %s for %d env steps (%d/%d)%s",
+                f"with cost penalty {penalty:g}" if target is None else f"as a Lagrangian at target cost {target:g}",
+                steps,
+                n + 1,
+                len(runs),
+                ", from the λ = 0 policy" if start_from is not None else "",
             )
-            policies += train_snapshots(
-                task, penalty, train_steps, snapshots, seed + 1000 * k, snapshot_dir=snapshot_dir, gamma=gamma
-            )
-        for k, target in enumerate(target_costs, start=len(penalties)):
-            logger.info("training PPO-Lagrangian at target episode cost %g for %d env steps", target, train_steps)
-            policies += train_snapshots(
-                task,
-                0.0,
-                train_steps,
-                snapshots,
-                seed + 1000 * k,
-                target_cost=target,
-                snapshot_dir=snapshot_dir,
-                gamma=gamma,
-            )
+            run = train_snapshots(
+                task, penalty, steps, snapshots, run_seed, target_cost=target, snapshot_dir=snapshot_dir,
+                ppo=ppo, warm_start=start_from,
+            )  # fmt: skip
+            trained[k] = run.snapshots
+            if warm_start and n == 0:
+                start_from = run.final_weights
     finally:
         if started_ray:
             import ray
 
             ray.shutdown()
+    policies = [snapshot for k in range(len(runs)) for snapshot in trained[k]]
     episodes = collect_episodes(task, policies, episodes_per_snapshot, seed)
     costs = np.array([e.cost_return for e in episodes])
     rewards = np.array([e.reward_return for e in episodes])
@@ -370,8 +385,26 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--snapshot-dir", type=Path, help="also save every behaviour policy snapshot here (RLlib)")
     parser.add_argument(
-        "--gamma", type=float, help="PPO's discount [0.99] (Swimmer needs about 0.9999)"
+        "--gamma", type=float, help="PPO's discount [0.99] (Swimmer needs about 0.9999); short for --ppo-config gamma=G"
     )
+    parser.add_argument(
+        "--ppo-config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",  # parsed into args.ppo by parse_args
+        help="override one of PPO's settings (repeatable): "
+        + ", ".join(f"{key} [{PPO_DEFAULTS.get(key, 'RLlib default')}]" for key in PPO_KEYS)
+        + "; reward_scale multiplies the penalised reward PPO sees, not the data (data_conversion/ppo_settings.py)",
+    )
+    parser.add_argument(
+        "--warm-start",
+        action="store_true",
+        help="train the λ = 0 run (--penalties must include 0) first and start every other penalty's and target "
+        "cost's run from its final weights (the multiplier starts as without it)",
+    )
+    parser.add_argument("--warm-start-steps", type=_positive,
+                        help="--warm-start: PPO env steps of each run that starts from the λ = 0 weights "
+                             "[--train-steps]")
     parser.add_argument("--train-steps", type=_positive, default=120_000, help="PPO env steps per penalty")
     parser.add_argument("--snapshots", type=_positive, default=6, help="policies kept along each training run")
     parser.add_argument("--episodes-per-snapshot", type=_positive, default=20, help="rollouts per snapshot")
@@ -398,6 +431,21 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error("--format hdf5 writes --out FILE.hdf5, and takes no --dataset-id")
     if args.dataset_format == "minari" and (args.dataset_id is None or args.out is not None):
         parser.error("--format minari writes the Minari dataset --dataset-id ID, and takes no --out")
+    try:
+        args.ppo = parse_ppo_settings(args.ppo_config)
+    except ValueError as e:
+        parser.error(str(e))
+    if args.gamma is not None:
+        if "gamma" in args.ppo:
+            parser.error("--gamma and --ppo-config gamma=...: give one")
+        args.ppo["gamma"] = args.gamma
+    if args.warm_start_steps is not None and not args.warm_start:
+        parser.error("--warm-start-steps needs --warm-start")
+    if args.warm_start:
+        try:
+            warm_start_order(args.penalties, len(args.penalties))
+        except ValueError as e:
+            parser.error(str(e))
     return args
 
 
@@ -421,7 +469,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 penalties=args.penalties,
                 target_costs=args.target_costs,
                 snapshot_dir=args.snapshot_dir,
-                gamma=args.gamma,
+                ppo=args.ppo,
+                warm_start=args.warm_start,
+                warm_start_steps=args.warm_start_steps,
                 train_steps=args.train_steps,
                 snapshots=args.snapshots,
                 episodes_per_snapshot=args.episodes_per_snapshot,
@@ -459,7 +509,9 @@ def _collect_minari(args: argparse.Namespace, task: TaskSpec) -> int:
         with ExitStack() as outputs:
             plot_tmp = outputs.enter_context(atomic_files(args.plot, force=args.force))[0] if args.plot else None
             outputs.enter_context(minari_output(args.dataset_id, command="data_conversion.collect", force=args.force))
-            summary = build_dataset(task, args.dataset_id, penalties=args.penalties, train_steps=args.train_steps,
+            summary = build_dataset(task, args.dataset_id, penalties=args.penalties, ppo=args.ppo,
+                                    warm_start=args.warm_start, warm_start_steps=args.warm_start_steps,
+                                    train_steps=args.train_steps,
                                     snapshots=args.snapshots, episodes_per_snapshot=args.episodes_per_snapshot,
                                     seed=args.seed, bins=tuple(args.bins), max_episodes=args.max_episodes,
                                     plot=plot_tmp, dataset_format="minari")

@@ -105,6 +105,21 @@ def test_snapshots_are_saved_and_reload(runs: list[Path]) -> None:
 
 
 @pytest.mark.slow
+def test_a_snapshot_saves_under_a_relative_directory(
+    runs: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ray.rllib.core.rl_module.rl_module import RLModule
+
+    from data_conversion.behavior_policies import save_snapshot
+
+    module = RLModule.from_checkpoint(runs[0].parent / "snapshots" / "penalty0-400")
+    monkeypatch.chdir(tmp_path)
+    saved = save_snapshot(Snapshot(0.0, 400, module), Path("relative"))
+    assert saved == tmp_path / "relative" / "penalty0-400" and (saved / "snapshot.json").is_file()
+    assert RLModule.from_checkpoint(saved) is not None
+
+
+@pytest.mark.slow
 def test_dsrl_loader_accepts_file(runs: list[Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     # dsrl's package import fails on its Safety-Gymnasium/MetaDrive envs under gymnasium 1.x and says so
     # unless told to be quiet; its Bullet envs, registered first, work.
@@ -148,3 +163,62 @@ def test_grid_filter_evens_out_density_within_the_budget() -> None:
 def test_bin_cap() -> None:
     assert bin_cap(np.array([5, 1, 3]), 9) == 5 and bin_cap(np.array([5, 1, 3]), 8) == 4
     assert bin_cap(np.array([5, 1, 3]), 2) == 1  # never below one per cell
+
+
+def _weights(state: dict) -> list[np.ndarray]:
+    """An RLModule state's arrays in key order, the nested module ids flattened."""
+    leaves = []
+    for key in sorted(state):
+        value = state[key]
+        leaves += _weights(value) if isinstance(value, dict) else [np.asarray(value)]
+    return leaves
+
+
+@pytest.mark.slow
+def test_warm_start_begins_from_the_given_weights(ray_session: object) -> None:
+    """With PPO frozen (lr 0), a warm-started run keeps its source's trained weights (which no fresh network has) in
+    its learner, critic included, and in the policy it rolls out with."""
+    from data_conversion.behavior_policies import train_snapshots
+
+    source = train_snapshots(TASK, 0.0, 16, 1, seed=3)
+    frozen = {"lr": 0.0, "reward_scale": 0.5}
+    warm = train_snapshots(TASK, 0.0, 16, 1, seed=4, target_cost=5, ppo=frozen, warm_start=source.final_weights)
+    learner = [_weights(run.final_weights) for run in (warm, source)]
+    rolled_out = [_weights(run.snapshots[-1].module.get_state()) for run in (warm, source)]
+    assert len(learner[0]) > len(rolled_out[0]) > 0  # the learner's module has the critic, the rollout's does not
+    for warm_weights, source_weights in (learner, rolled_out):
+        for a, b in zip(warm_weights, source_weights, strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_warm_start_trains_the_unpenalised_run_first() -> None:
+    from data_conversion.collect import warm_start_order
+
+    assert warm_start_order([1.0, 0.0, 2.0], 5) == [1, 0, 2, 3, 4]
+    with pytest.raises(ValueError, match="--penalties must include 0"):
+        warm_start_order([1.0, 2.0], 3)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--penalties", "1", "--warm-start"], "--penalties must include 0"),
+        (["--ppo-config", "gama=0.9"], "'gama=0.9': expected KEY=VALUE with KEY one of lr, gamma"),
+        (["--ppo-config", "lr=fast"], "'lr=fast': could not convert"),
+        (["--ppo-config", "use_kl_loss=yes"], "expected true or false"),
+        (["--gamma", "0.99", "--ppo-config", "gamma=0.9"], "--gamma and --ppo-config gamma=...: give one"),
+    ],
+)
+def test_bad_ppo_flags_are_refused(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--out", "never.hdf5", *argv])
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
+    assert not Path("never.hdf5").exists()
+
+
+def test_ppo_settings_are_parsed_by_type() -> None:
+    from data_conversion.ppo_settings import parse_ppo_settings
+
+    settings = parse_ppo_settings(["gamma=0.9999", "minibatch_size=128", "use_kl_loss=false", "reward_scale=0.01"])
+    assert settings == {"gamma": 0.9999, "minibatch_size": 128, "use_kl_loss": False, "reward_scale": 0.01}
+    assert isinstance(settings["minibatch_size"], int)

@@ -8,7 +8,7 @@ import gymnasium
 import numpy as np
 import pytest
 
-from data_conversion.behavior_policies import PPO_TRAINING, PenalizedCost, envs_side_by_side, ppo_config
+from data_conversion.behavior_policies import PenalizedCost, envs_side_by_side, ppo_config
 from data_conversion.collect import parse_args
 from data_conversion.lagrangian import (
     MAX_MULTIPLIER,
@@ -95,7 +95,30 @@ def test_metadrive_runs_one_env_per_process() -> None:
     assert envs_side_by_side(get_task("CarCircle1"), 8) == 8
 
 
-def test_gamma_flag_reaches_ppo() -> None:
-    assert parse_args(["--out", "x.hdf5"]).gamma is None and PPO_TRAINING["gamma"] == 0.99  # None: the recipe's
-    gamma = parse_args(["--out", "x.hdf5", "--gamma", "0.9999"]).gamma
-    assert ppo_config(get_task("SwimmerVelocity"), 0.0, 4000, 0, gamma).gamma == 0.9999
+def test_ppo_flags_reach_ppo() -> None:
+    swimmer = get_task("SwimmerVelocity")
+    default = ppo_config(swimmer, 0.0, 4000, 0, parse_args(["--out", "x.hdf5"]).ppo)
+    assert (default.gamma, default.minibatch_size, default.env_config["reward_scale"]) == (0.99, 500, 1.0)
+    assert ppo_config(swimmer, 0.0, 4000, 0, parse_args(["--out", "x.hdf5", "--gamma", "0.9999"]).ppo).gamma == 0.9999
+    argv = ["--out", "x.hdf5", "--ppo-config", "minibatch_size=128", "--ppo-config", "reward_scale=0.01"]
+    config = ppo_config(swimmer, 0.0, 64, 0, parse_args(argv).ppo)
+    assert config.minibatch_size == 64 and config.env_config["reward_scale"] == 0.01  # at most the batch
+
+
+def test_penalized_env_scales_the_penalised_reward() -> None:
+    """PPO sees ``reward_scale · (reward − λ·cost)``; the info's cost, which the multiplier reads, is unscaled."""
+    task = get_task("BallCircle")
+    plain, scaled = make_env(task), PenalizedCost(make_env(task), 2.0, reward_scale=0.5)
+    try:
+        plain.reset(seed=5)
+        scaled.reset(seed=5)
+        action = np.ones(task.act_dim, dtype=np.float32)
+        for _ in range(40):
+            _, reward, *_, info = plain.step(action)
+            _, penalised, *_, scaled_info = scaled.step(action)
+            assert scaled_info["cost"] == info["cost"]
+            assert penalised == pytest.approx(0.5 * (reward - 2.0 * info["cost"]))
+        assert scaled.episode_cost > 0  # the full-throttle ball left the circle: the cost term was exercised
+    finally:
+        plain.close()
+        scaled.close()
