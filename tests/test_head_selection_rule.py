@@ -73,14 +73,16 @@ def test_the_paper_arm_stays_on_a_tie_and_a_dataset_without_reference_is_an_erro
 
 
 def test_arms_absent_from_old_jsons_are_shown_as_missing_and_left_out_of_the_rule(tmp_path: Path, capsys) -> None:
-    """A JSON from before "q_trust" and the cost head (the repository's BallCircle seed 0, four arms) beside one with
-    every arm: the rule ranks only the arms both have, and the table marks the missing cells."""
+    """A JSON from before "q_trust", the per-step calibrations and the cost head (the repository's BallCircle seed 0,
+    four arms) beside one with every arm: the rule ranks only the arms both have, and the table marks the missing
+    cells."""
     old = Path(__file__).resolve().parents[1] / "benchmarks" / "quality_runs" / "BallCircle-s0-arms.json"
     assert "q_trust" not in json.loads(old.read_text())
     new = tmp_path / "new.json"
     new.write_text(json.dumps(seed(q_trust=(0.9, 0.5)) | {COST_HEAD_ARM: {"mean_nr": 0.05, "max_nc": 0.3, "shift": 0}}))
     measured = {"A": [with_pessimism_arms(json.loads(old.read_text())), json.loads(new.read_text())]}
-    assert measured_everywhere(measured) == [arm for arm in ARMS if not arm.startswith("q_trust")]
+    assert measured_everywhere(measured) == [f"{selection}{critic}" for selection in ("q_reward", "head_order")
+                                             for critic in ("", "+calibrated", "+pessimism")]  # the old JSON's
     default, verdict = apply_rule(measured, {"A": [0.5, 0.5]})
     assert "q_trust" not in verdict and default in verdict
     assert main(["rule", "--arms", f"A={old}", f"A={new}", "--reference", "A=0.5", "A=0.5"]) == 0
