@@ -62,7 +62,7 @@ CAPTURABLE = [("caps", {"heads": 3}), ("caps", {"heads": 2, "backbone": "sacbc"}
 def _assert_trains_as_the_eager_learner(algo: str, settings: dict, device: dict) -> None:
     """A learner of ``settings`` and an eager, uncompiled one from the same start take the same steps."""
     steps = STEPS_PER_CALL + 6  # crosses an update call, and warm-up, capture and replays
-    eager = local_learner(_config(algo, captured_step=False, **{**settings, "compile": False}, **device))
+    eager = local_learner(_config(algo, **{**settings, "captured_step": False, "compile": False}, **device))
     other = local_learner(_config(algo, **settings, **device))
     assert not eager.captures_steps and eager._compiled_losses is None
     assert other.captures_steps == (settings.get("captured_step") is True)
@@ -105,7 +105,9 @@ def test_learners_whose_losses_have_side_effects_compile_only_their_forward_pass
 @pytest.mark.parametrize("algo, settings", COMPILABLE, ids=[f"{a}-{'-'.join(map(str, s.values()))}"
                                                              for a, s in COMPILABLE])
 def test_compiled_captured_steps_train_as_the_eager_steps_do(algo: str, settings: dict) -> None:
-    _assert_trains_as_the_eager_learner(algo, {**settings, "captured_step": True, "compile": True}, ON_GPU)
+    """In IEEE fp32: inductor's fused kernels and the eager ops round TF32 products differently."""
+    _assert_trains_as_the_eager_learner(algo, {**settings, "captured_step": True, "compile": True,
+                                               "matmul_precision": "highest"}, ON_GPU)
 
 
 @pytest.mark.cuda

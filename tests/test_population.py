@@ -18,8 +18,11 @@ STEPS = STEPS_PER_CALL + 6  # the solo learners cross an update call
 
 
 def _learner(algo: str, seed: int, device: str = "cpu", **settings):
+    """A local learner on ``device``; on CUDA in IEEE fp32 (``matmul_precision="highest"``): TF32 rounds the
+    population's batched products and a lone learner's products differently, and Adam carries that apart."""
+    on_gpu = {"num_gpus_per_learner": 1, "matmul_precision": "highest"} if device == "cuda" else {}
     config = build_config(algo, "BallCircle", BUNDLED, steps=STEPS, hidden=[16, 16], batch_size=32,
-                          eval_episodes=0, seed=seed, num_gpus_per_learner=int(device == "cuda"), **settings)
+                          eval_episodes=0, seed=seed, **on_gpu, **settings)
     config.validate()
     return local_learner(config)
 
@@ -66,7 +69,8 @@ def _assert_members_equal_trials_alone(population: Population, alone: list) -> N
         expected, learned = learner.module["default_policy"].state_dict(), population.members[i].state_dict()
         assert expected.keys() == learned.keys()
         for name in expected:
-            torch.testing.assert_close(learned[name], expected[name], rtol=1e-4, atol=1e-5, msg=f"member {i} {name}")
+            torch.testing.assert_close(learned[name], expected[name], rtol=1e-4, atol=1e-5,
+                                       msg=lambda m, i=i, name=name: f"member {i} {name}: {m}")
     first = population.members[0].state_dict()
     assert any(not torch.equal(first[n], population.members[1].state_dict()[n]) for n in first)
 
