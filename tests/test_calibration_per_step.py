@@ -221,3 +221,15 @@ def test_training_with_a_per_step_calibration_evaluates_and_saves_with_its_table
     algo.save_to_path(tmp_path / "ckpt")
     algo.stop()
     np.testing.assert_array_equal(CAPSPolicy.from_checkpoint(tmp_path / "ckpt").cost_step_shifts, table)
+
+
+def test_a_dataset_too_small_to_hold_episodes_out_is_fitted_on_all_of_them_with_a_warning(
+        caplog: pytest.LogCaptureFixture) -> None:
+    columns = synthetic_dataset()
+    kept_in = next(e for e in np.unique(columns["eps_id"]) if not held_out_episodes(np.array([e])).any())
+    one = columns["eps_id"] == kept_in
+    episode = {name: values[one] for name, values in columns.items()}
+    with caplog.at_level("WARNING", logger="rllib_caps.algorithms.caps.calibration"):
+        fit = calibrate_cost_critic_per_step(SyntheticCritic(), episode, "per_step")
+    assert sum(fit.rows) == one.sum()
+    assert "none of the dataset's 1 episodes falls in the held-out 20%" in caplog.text

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import abc
 import hashlib
+import logging
 import math
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -27,6 +28,8 @@ from typing import Any
 import numpy as np
 
 from rllib_caps.data.schema import ACTIONS, COSTS, EPS_ID, OBS, T
+
+logger = logging.getLogger(__name__)
 
 CHUNK_ROWS = 65_536  # dataset rows per critic call
 SCALAR_CALIBRATIONS = ("none", "mean", "pessimism")  # calibration_shift's modes: one shift for every step
@@ -243,8 +246,11 @@ def calibrate_cost_critic_per_step(policy: CostCriticAPI, columns: dict[str, Any
     trained on every episode."""
     policy.set_cost_shift(0.0)
     held_out = held_out_episodes(columns[EPS_ID], fraction)
-    if not held_out.any():
-        held_out[:] = True  # too few episodes for a split: fit on all of them
+    if not held_out.any():  # too few episodes for a split: fit on all of them, and say so
+        logger.warning("none of the dataset's %d episodes falls in the held-out %.0f%%: the per-step cost "
+                       "calibration is fitted on every episode, the ones its critic trained on",
+                       len(np.unique(columns[EPS_ID])), 100 * fraction)
+        held_out[:] = True
     episodes = {name: np.asarray(values)[held_out] for name, values in columns.items()}
     predicted, realised = dataset_predictions(policy, episodes)
     fit = fit_step_calibration(predicted, realised, episodes[T], policy.horizon, mode)
