@@ -274,7 +274,8 @@ def main(argv: list[str] | None = None) -> int:
                                         None if options.address else local_gpu_name()))
                 else:
                     at_once = plan_resources(len(works), os.cpu_count() or 1, 0, num_gpus=0,
-                                             cpus_per_trial=options.cpus_per_trial, gpus_per_trial=options.gpus_per_trial,
+                                             cpus_per_trial=options.cpus_per_trial,
+                                             gpus_per_trial=options.gpus_per_trial,
                                              max_concurrent=options.max_concurrent).concurrency
                     print(projection_text(works, "cpu", at_once))
             print(f"checked before Ray starts: --storage writable, {len(tasks) - len(missing)} of {len(tasks)} "
