@@ -5,15 +5,16 @@
 # ./gpu_results). The call takes the tracked tree and the carry, 64 MiB together: first move aside what it does not
 # need (`bash benchmarks/gpu/aside.sh out`, and `back` after the call). From the device tool:
 #   run(command="bash benchmarks/gpu/run.sh", carry=[".whl"])
-# Set PARTS to run a subset, in this order: PARTS="tests profile population bench precision grid sweep" (the default
-# is all of them but profile and precision); BENCH_SIZES=512x512 and BENCH_PRECISIONS=high measure the matrix at one hidden width x batch size and
-# precision, GRID_STEPS and GRID_REPETITIONS shorten the projection, GRID_COMPILE=1 projects with every learner
+# Set PARTS to run a subset, in this order: PARTS="tests profile population bench precision grid sharing sweep" (the
+# default is all of them but profile and precision; grid and sharing write $OUT/figures.json, which
+# `tune --dry-run --gpu-figures` reads); BENCH_SIZES=512x512 and BENCH_PRECISIONS=high measure the matrix at one hidden
+# width x batch size and precision, GRID_STEPS and GRID_REPETITIONS shorten the projection, GRID_COMPILE=1 projects with every learner
 # compiled (torch_compile_learner; minutes of compiling).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-gpu_results}
 mkdir -p "$OUT"
-PARTS=${PARTS:-"tests population bench grid sweep"}
+PARTS=${PARTS:-"tests population bench grid sharing sweep"}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     || exit 1
 tar -xJf .whl/ray-native.tar.xz -C /tmp/site || exit 1  # Ray's daemons and _raylet.so, stripped (prepare_carry.sh)
@@ -62,7 +63,11 @@ if part grid; then
     timeout $grid_timeout python3 -m rllib_caps.bench --device cuda --project-grid --grid-config tune_configs/paper.yaml \
         --precision ${GRID_PRECISION:-high} ${GRID_COMPILE:+--compile} \
         --eval-costs benchmarks/eval_rollouts.json --steps ${GRID_STEPS:-256} --repetitions ${GRID_REPETITIONS:-3} \
-        2>&1 | grep -v WARNING | tee "$OUT/grid.txt"
+        --figures "$OUT/figures.json" 2>&1 | grep -v WARNING | tee "$OUT/grid.txt"
+fi
+if part sharing; then  # N trials (populations of 3) sharing the GPU against one population of all: the dry run's figures
+    timeout 150 python3 benchmarks/bench_gpu_concurrency.py --concurrency 1 3 9 --members 3 --steps ${SHARING_STEPS:-128} \
+        --figures "$OUT/figures.json" 2>&1 | grep -v WARNING | tee "$OUT/sharing.txt"
 fi
 if part sweep; then  # a real Ray Tune sweep on the GPU: 2 tasks x 3 seeds x 2 algorithms, packed, evaluated, reported
     rm -rf /tmp/sweep && python3 benchmarks/gpu/sweep_data.py /tmp/sweep/data 2>&1 | tee "$OUT/sweep.txt"

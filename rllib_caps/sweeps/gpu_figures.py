@@ -103,3 +103,20 @@ def merged_figures(path: Path, update: Mapping[str, Any]) -> dict[str, Any]:
     if old and old.get("device") != update.get("device"):
         raise FiguresError(f"{path}: holds the figures of {old.get('device')}, not {update.get('device')}")
     return {**old, **update, "format": FORMAT}
+
+
+def write_figures(path: str | Path, update: Mapping[str, Any]) -> None:
+    """Writes ``update`` (with ``device``, ``date``, ``command`` ...) into the figures file at ``path``, atomically,
+    keeping what another benchmark wrote there for the same device (``merged_figures``)."""
+    from rllib_caps.utils.atomic import atomic_file
+
+    path = Path(path)
+    with atomic_file(path, lock=True) as tmp:
+        tmp.write_text(json.dumps(merged_figures(path, update), indent=1, sort_keys=True) + "\n")
+
+
+def grid_figures(rows: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """The figures of ``bench --project-grid``'s rows: each algorithm's steps/s alone and its population's."""
+    return {"steps_per_s": {r["algorithm"]: round(r["steps_per_s"], 1) for r in rows},
+            "population": {r["algorithm"]: {str(r["population"]): round(r["population_member_steps_per_s"], 1)}
+                           for r in rows if r["population_member_steps_per_s"] is not None}}
