@@ -152,3 +152,11 @@ def test_dry_run_on_gpus_prints_the_packing_and_the_projected_time(tmp_path: Pat
     bad.write_text("{}")
     assert main([*argv, "--gpu-figures", str(bad)]) == 2
     assert f"error: --gpu-figures {bad}: not a GPU figures file" in capsys.readouterr().err
+
+
+def test_bench_writes_figures_only_from_a_gpu_grid_projection(capsys: pytest.CaptureFixture, tmp_path: Path) -> None:
+    from rllib_caps.bench import main as bench_main
+
+    assert bench_main(["--project-grid", "--figures", str(tmp_path / "f.json")]) == 2
+    assert "--figures applies to --project-grid --device cuda" in capsys.readouterr().err
+    assert not (tmp_path / "f.json").exists()
