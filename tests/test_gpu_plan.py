@@ -25,6 +25,7 @@ from rllib_caps.sweeps.gpu_plan import (
     tune_trials,
 )
 from rllib_caps.sweeps.projection import TrialWork, step_size
+from rllib_caps.sweeps.resources import TrialResources
 from rllib_caps.sweeps.trial_schema import MEMBERS
 from rllib_caps.tune import main
 
@@ -104,8 +105,8 @@ def test_gpu_time_of_a_trial_and_the_gain_of_sharing_a_gpu(tmp_path: Path) -> No
     assert gpu_seconds(figures, trials[1]) == pytest.approx(1200 / 1000)
     assert sharing_gain(figures, 1) == 1.0 and sharing_gain(figures, 3) == pytest.approx(2.5)
     assert sharing_gain(figures, 2) == pytest.approx(420 / 240)
-    text = describe_gpu_plan(trials, figures, 1, 2, {})
-    assert "2 Tune trial(s), 2 at a time, 2 per GPU (--gpus-per-trial 0.5)" in text
+    text = describe_gpu_plan(trials, figures, 1, TrialResources(cpus=1, gpus=0.5, concurrency=2), {})
+    assert "2 Tune trial(s), 2 at a time, up to 2 per GPU on 1 GPU(s) (each trial 0.5 GPU)" in text
     assert "recorded: 3 trials of 3 members on one GPU 600 member-steps/s, one population of 9 480: trials " \
            "sharing the GPU keeps the GPU fuller" in text
     # 16.2 GPU-s over 1 GPU at 2 trials' gain (420/240), but never less than the longest trial's 15 s
@@ -118,7 +119,7 @@ def test_populations_of_tasks_with_matching_sizes_could_merge(tmp_path: Path) ->
     trials = tune_trials([population(t) for t in tasks], {("caps", t): work(t) for t in tasks})
     groups = mergeable_groups(trials)
     assert [[t.variant["task"] for t in group] for group in groups] == [["BallCircle", "CarCircle"]]
-    text = describe_gpu_plan(trials, figures, 4, 3, {})
+    text = describe_gpu_plan(trials, figures, 4, TrialResources(cpus=1, gpus=1, concurrency=3), {})
     assert "2 population(s) of tasks with matching observation and action sizes could merge into 1 group(s): " \
            "30 s of GPU time apart, 20 s merged" in text  # 2 × 3 × 1200 / 240 apart; 6 × 1200 / 360 merged
     assert "no gain recorded from sharing a GPU: taken as none" in text
@@ -145,7 +146,7 @@ def test_dry_run_on_gpus_prints_the_packing_and_the_projected_time(tmp_path: Pat
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "4 Tune trial(s): 4 population(s) of 24 trials, 0 trial(s) alone" in out
-    assert "on 2 GPU(s): 4 Tune trial(s), " in out
+    assert "on 2 GPU(s): 4 Tune trial(s), " in out and " GPU(s) (each trial " in out
     assert f"projected wall time on 2 × {DEVICE}: about " in out and str(DEFAULT_GPU_FIGURES) in out
     assert "could merge" not in out  # BallCircle (8, 2) and DroneRun (17, 4) differ
     bad = tmp_path / "bad.json"
@@ -160,3 +161,12 @@ def test_bench_writes_figures_only_from_a_gpu_grid_projection(capsys: pytest.Cap
     assert bench_main(["--project-grid", "--figures", str(tmp_path / "f.json")]) == 2
     assert "--figures applies to --project-grid --device cuda" in capsys.readouterr().err
     assert not (tmp_path / "f.json").exists()
+
+
+def test_gpus_beyond_the_trials_that_run_at_once_do_not_shorten_the_sweep(tmp_path: Path) -> None:
+    figures = read_figures(figures_file(tmp_path))
+    tasks = ("BallCircle", "BallRun", "DroneRun", "AntRun")
+    trials = tune_trials([population(t) for t in tasks], {("caps", t): work(t) for t in tasks})
+    # 4 populations of 15 GPU-s each; the CPUs run 2 at a time: 2 of the 4 GPUs train, 30 s
+    text = describe_gpu_plan(trials, figures, 4, TrialResources(cpus=1, gpus=1, concurrency=2), {})
+    assert "up to 1 per GPU on 2 GPU(s)" in text and "training 30 s" in text

@@ -23,7 +23,7 @@ from rllib_caps.sweeps.gpu_figures import FiguresError, GpuFigures, check_device
 from rllib_caps.sweeps.options import MAX_MEMBERS, SweepError, SweepOptions
 from rllib_caps.sweeps.packing import members_that_fit, packed_variants, packs
 from rllib_caps.sweeps.projection import MAX_SPEEDUP, TrialWork, duration_text, recorded_rates, trial_seconds
-from rllib_caps.sweeps.resources import plan_resources
+from rllib_caps.sweeps.resources import TrialResources, plan_resources
 from rllib_caps.sweeps.trial_schema import MEMBERS
 
 # The figures of the H100 run (benchmarks/gpu/results/2026-11-27-h100-grid.txt), used where --gpu-figures is not given.
@@ -97,24 +97,25 @@ def merged_seconds(figures: GpuFigures, group: Sequence[TuneTrial]) -> float:
     return sum(gpu_seconds(figures, group[0], chunk) for chunk in chunks)
 
 
-def describe_gpu_plan(trials: Sequence[TuneTrial], figures: GpuFigures, num_gpus: float, concurrency: int,
+def describe_gpu_plan(trials: Sequence[TuneTrial], figures: GpuFigures, num_gpus: float, resources: TrialResources,
                       evaluation_ms: Mapping[str, float]) -> str:
-    """The dry run's lines on GPUs: the trials per GPU, the mergeable populations, the figures' choice between trials
-    sharing a GPU and one population, and the projected wall time (evaluation at ``evaluation_ms`` per environment
-    step of each suite, on the CPUs of the ``concurrency`` trials at once)."""
+    """The dry run's lines on GPUs: the trials per GPU (``resources``: each trial's share and how many run at once),
+    the mergeable populations, the figures' choice between trials sharing a GPU and one population, and the projected
+    wall time (evaluation at ``evaluation_ms`` per environment step of each suite, on the trials' CPUs)."""
+    concurrency = resources.concurrency
     unrecorded = sorted({t.work.algo for t in trials} - set(figures.steps_per_s))
     if unrecorded:
         return (f"projected wall time on GPUs: not known (no steps/s recorded for {', '.join(unrecorded)} in "
                 f"{figures.path})")
-    gpus = max(1, min(math.floor(num_gpus) or 1, len(trials)))
+    gpus = max(1, min(math.floor(num_gpus) or 1, len(trials), concurrency))  # the GPUs in use at once
     per_gpu = max(1, math.ceil(concurrency / gpus))
     gain = sharing_gain(figures, per_gpu)
     seconds = [gpu_seconds(figures, t) for t in trials]
     train = max(sum(seconds) / (gpus * gain), max(seconds, default=0.0))
     rates = {"steps_per_s": figures.steps_per_s, "evaluation_ms_per_env_step": evaluation_ms}
     evaluation = sum(t.members * trial_seconds(t.work, rates)[1] for t in trials) / max(concurrency, 1)
-    lines = [f"on {num_gpus:g} GPU(s): {len(trials)} Tune trial(s), {concurrency} at a time, {per_gpu} per GPU "
-             f"(--gpus-per-trial {1 / per_gpu:.3g}); "
+    lines = [f"on {num_gpus:g} GPU(s): {len(trials)} Tune trial(s), {concurrency} at a time, up to {per_gpu} per "
+             f"GPU on {gpus} GPU(s) (each trial {resources.gpus:.3g} GPU); "
              + (f"{per_gpu} trials on one GPU train {gain:.2f}× one trial's member-steps/s (recorded)"
                 if figures.sharing_processes else "no gain recorded from sharing a GPU: taken as none")]
     groups = mergeable_groups(trials)
@@ -168,8 +169,8 @@ def gpu_plan_text(options: SweepOptions, tasks: Sequence[TaskSpec], works: Seque
     else:
         variants = [{**variant, "seed": seed} for variant in variants for seed in options.seeds]
     trials = tune_trials(variants, {(w.algo, w.task): w for w in works})
-    concurrency = plan_resources(len(trials), cluster_cpus, options.num_gpus, num_gpus=options.num_gpus,
-                                 cpus_per_trial=options.cpus_per_trial, gpus_per_trial=options.gpus_per_trial,
-                                 max_concurrent=options.max_concurrent).concurrency
+    resources = plan_resources(len(trials), cluster_cpus, options.num_gpus, num_gpus=options.num_gpus,
+                               cpus_per_trial=options.cpus_per_trial, gpus_per_trial=options.gpus_per_trial,
+                               max_concurrent=options.max_concurrent)
     evaluation_ms = recorded_rates("cuda")["evaluation_ms_per_env_step"]
-    return describe_gpu_plan(trials, figures, options.num_gpus, concurrency, evaluation_ms) + note
+    return describe_gpu_plan(trials, figures, options.num_gpus, resources, evaluation_ms) + note
