@@ -410,6 +410,9 @@ def main(argv: list[str] | None = None) -> int:
                         "(benchmarks/bench_eval_rollouts.py --out)")
     p.add_argument("--cpus-per-gpu", type=int, default=16,
                    help="--project-grid: CPU cores per GPU that run evaluation rollouts (default 16)")
+    p.add_argument("--figures", type=Path, metavar="JSON",
+                   help="--project-grid on cuda: also write the measured steps/s into this GPU figures file (created, "
+                        "or updated where it holds this GPU's), which tune --dry-run --gpu-figures reads")
     p.add_argument("--json", action="store_true", help="print the matrix as JSON")
     args = p.parse_args(argv)
     import torch
@@ -440,6 +443,9 @@ def main(argv: list[str] | None = None) -> int:
         if path and not path.is_file():
             print(f"error: {flag} {path}: no such file", file=sys.stderr)
             return 2
+    if args.figures and not (args.project_grid and args.device == "cuda"):
+        print("error: --figures applies to --project-grid --device cuda", file=sys.stderr)
+        return 2
     if args.project_grid:
         run, show = project_grid, functools.partial(print_grid, args=args)
     elif args.population:
@@ -455,6 +461,14 @@ def main(argv: list[str] | None = None) -> int:
                "compile": args.compile, "compile_backend": args.compile_backend,
                "steps": args.steps, "repetitions": args.repetitions,
                "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    if args.figures:
+        from rllib_caps.sweeps.gpu_figures import grid_figures, write_figures
+
+        write_figures(args.figures, {"device": machine["gpu"], "date": time.strftime("%Y-%m-%d"),
+                                     "torch": torch.__version__, "precision": args.precision[0],
+                                     "command": "python -m rllib_caps.bench " + " ".join(sys.argv[1:] if argv is None
+                                                                                         else argv),
+                                     **grid_figures(rows)})
     if args.json:
         print(json.dumps({"setup": machine, "rows": rows}, indent=1))
         return 0

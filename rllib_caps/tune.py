@@ -32,7 +32,7 @@ from rllib_caps.sweeps.plan import PlanChangedError, changed_plan_advice, check_
 from rllib_caps.sweeps.tracking import DEFAULT_WANDB_PROJECT, MLFLOW_DB, SQLITE, check_trackers
 from rllib_caps.training_flags import add_training_flags
 from rllib_caps.utils.atomic import OutputNotWritableError
-from rllib_caps.utils.checks import check_local_gpus, check_writable, seed_type
+from rllib_caps.utils.checks import check_local_gpus, check_writable, local_gpu_name, seed_type
 from rllib_caps.utils.console import divert_library_notices
 
 logger = logging.getLogger("rllib_caps.tune")
@@ -154,6 +154,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     g.add_argument("--dry-run", action="store_true", default=None,
                    help="print the planned grid (algorithms × tasks × seeds × K or κ) and its trial count, and run "
                         "the checks that need no Ray (datasets, GPUs, trackers, --storage, disk space); train nothing")
+    g.add_argument("--gpu-figures", metavar="JSON",
+                   help="with --dry-run and --num-gpus: the GPU figures file the packing plan and projected wall time "
+                        "are read from (written by python -m rllib_caps.bench --project-grid --figures; refused when "
+                        "recorded on another GPU than this machine's) [the H100's: rllib_caps/sweeps/h100_figures.json]"
+                   )
     g.add_argument("--cost-limits", action=argparse.BooleanOptionalAction, default=None,
                    help="end with the paper's cost-limit table: every checkpoint of an algorithm that takes κ at "
                         f"deployment ({names_where(lambda e: e.threshold_at_deployment)}) evaluated at the limit sets "
@@ -262,10 +267,17 @@ def main(argv: list[str] | None = None) -> int:
 
             if not missing:
                 works = sweep_work(options, tasks)
-                at_once = plan_resources(len(works), os.cpu_count() or 1, options.num_gpus, num_gpus=options.num_gpus,
-                                         cpus_per_trial=options.cpus_per_trial, gpus_per_trial=options.gpus_per_trial,
-                                         max_concurrent=options.max_concurrent).concurrency
-                print(projection_text(works, "cuda" if options.num_gpus else "cpu", at_once))
+                if options.num_gpus:  # the packed trials on the GPUs, from a GPU's figures
+                    from rllib_caps.sweeps.gpu_plan import gpu_plan_text
+
+                    print(gpu_plan_text(options, tasks, works, os.cpu_count() or 1,
+                                        None if options.address else local_gpu_name()))
+                else:
+                    at_once = plan_resources(len(works), os.cpu_count() or 1, 0, num_gpus=0,
+                                             cpus_per_trial=options.cpus_per_trial,
+                                             gpus_per_trial=options.gpus_per_trial,
+                                             max_concurrent=options.max_concurrent).concurrency
+                    print(projection_text(works, "cpu", at_once))
             print(f"checked before Ray starts: --storage writable, {len(tasks) - len(missing)} of {len(tasks)} "
                   f"dataset(s) in {options.data_root}"
                   + (f" (--prepare makes {len(missing)})" if missing else "")

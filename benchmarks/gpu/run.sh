@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
 # The whole GPU benchmark in one call on the device machine (CUDA; Python 3.12 with torch, no Ray): installs the
-# carried wheels (`benchmarks/gpu/prepare_carry.sh` prepares `.whl/` here), runs the CUDA tests, the step profile
-# and the benchmark matrix, and writes every figure under $OUT (or ./gpu_results). From the device tool:
+# carried wheels (`benchmarks/gpu/prepare_carry.sh` prepares `.whl/` here, Ray's cluster daemons included), runs the
+# CUDA tests, the step profile, the benchmark matrix and a short real sweep, and writes every figure under $OUT (or
+# ./gpu_results). The call takes the tracked tree and the carry, 64 MiB together: first move aside what it does not
+# need (`bash benchmarks/gpu/aside.sh out`, and `back` after the call). From the device tool:
 #   run(command="bash benchmarks/gpu/run.sh", carry=[".whl"])
-# Set PARTS to run a subset, in this order: PARTS="tests profile population bench precision grid" (the default is all
-# of them); BENCH_SIZES=512x512 and BENCH_PRECISIONS=high measure the matrix at one hidden width x batch size and
-# precision, GRID_STEPS and GRID_REPETITIONS shorten the projection, GRID_COMPILE=1 projects with every learner
+# Set PARTS to run a subset, in this order: PARTS="tests profile population bench precision grid sharing sweep" (the
+# default is all of them but profile and precision; grid and sharing write $OUT/figures.json, which
+# `tune --dry-run --gpu-figures` reads); BENCH_SIZES=512x512 and BENCH_PRECISIONS=high measure the matrix at one hidden
+# width x batch size and precision, GRID_STEPS and GRID_REPETITIONS shorten the projection, GRID_COMPILE=1 projects with every learner
 # compiled (torch_compile_learner; minutes of compiling).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-gpu_results}
 mkdir -p "$OUT"
-PARTS=${PARTS:-"tests profile population bench precision grid"}
+PARTS=${PARTS:-"tests population bench grid sharing sweep"}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     || exit 1
+tar -xJf .whl/ray-native.tar.xz -C /tmp/site || exit 1  # Ray's daemons and _raylet.so, stripped (prepare_carry.sh)
 export PYTHONPATH=$PWD/benchmarks/gpu/shim:$PWD:/tmp/site PYTHONUNBUFFERED=1 RAY_DEDUP_LOGS=0 DSRL_SUPPRESS_IMPORT_ERROR=1
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$OUT/machine.txt"
 python3 -c "import torch, ray; print('torch', torch.__version__, 'ray', ray.__version__, 'cuda', torch.version.cuda)" \
@@ -59,6 +63,19 @@ if part grid; then
     timeout $grid_timeout python3 -m rllib_caps.bench --device cuda --project-grid --grid-config tune_configs/paper.yaml \
         --precision ${GRID_PRECISION:-high} ${GRID_COMPILE:+--compile} \
         --eval-costs benchmarks/eval_rollouts.json --steps ${GRID_STEPS:-256} --repetitions ${GRID_REPETITIONS:-3} \
-        2>&1 | grep -v WARNING | tee "$OUT/grid.txt"
+        --figures "$OUT/figures.json" 2>&1 | grep -v WARNING | tee "$OUT/grid.txt"
+fi
+if part sharing; then  # N trials (populations of 3) sharing the GPU against one population of all: the dry run's figures
+    timeout 150 python3 benchmarks/bench_gpu_concurrency.py --concurrency 1 3 9 --members 3 --steps ${SHARING_STEPS:-128} \
+        --figures "$OUT/figures.json" 2>&1 | grep -v WARNING | tee "$OUT/sharing.txt"
+fi
+if part sweep; then  # a real Ray Tune sweep on the GPU: 2 tasks x 3 seeds x 2 algorithms, packed, evaluated, reported
+    rm -rf /tmp/sweep && python3 benchmarks/gpu/sweep_data.py /tmp/sweep/data 2>&1 | tee "$OUT/sweep.txt"
+    start=$SECONDS
+    timeout ${SWEEP_TIMEOUT:-240} python3 -m rllib_caps.tune --config benchmarks/gpu/sweep.yaml --quiet \
+        --task-file benchmarks/gpu/sweep_tasks.yaml --data-root /tmp/sweep/data --storage /tmp/sweep/results \
+        --name gpu-sweep --num-gpus ${SWEEP_GPUS:-1} 2>&1 | grep -v WARNING | tee -a "$OUT/sweep.txt" || status=1
+    echo "sweep: $((SECONDS - start)) s" | tee -a "$OUT/sweep.txt"
+    cp -r /tmp/sweep/results/gpu-sweep/report "$OUT/sweep_report" || status=1
 fi
 exit $status

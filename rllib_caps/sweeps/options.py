@@ -24,7 +24,8 @@ PACK_MODES = ("auto", "on", "off")  # --pack: rllib_caps.sweeps.packing
 # one the search suggests without the results still to come.
 MAX_MEMBERS = 32
 COMMAND_LINE = "the command line"
-COMMAND_LINE_ONLY = {"resume", "address", "dashboard", "dry_run", "verify", "output"}  # not YAML keys
+COMMAND_LINE_ONLY = {"resume", "address", "dashboard", "dry_run", "verify", "output",  # not YAML keys
+                     "gpu_figures"}
 # Numeric options and training settings: the bounds of utils.checks.check_number. None fields are unset.
 NUMBERS: dict[str, dict[str, Any]] = {
     "steps": {"integer": True, "minimum": 1},
@@ -103,6 +104,7 @@ class SweepOptions:
     resume: bool = False
     verify: bool = True  # False (--no-verify, command line only): datasets without checksums are used, logged
     dry_run: bool = False  # print the planned grid and its trial count, run nothing
+    gpu_figures: str | None = None  # the dry run's GPU figures (rllib_caps.sweeps.gpu_figures); None: the H100's
     wandb: str | bool | None = None  # W&B project of one run per trial (True: the default project)
     mlflow: str | bool | None = None  # MLflow tracking URI of one run per trial (True: SQLite beside the results)
     log_artifacts: bool = False  # also log checkpoints, deployable bundles and the report's plots to the trackers

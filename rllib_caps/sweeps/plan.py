@@ -26,7 +26,7 @@ logger = logging.getLogger("rllib_caps.tune")
 PLAN_FILE = "sweep_plan.json"
 # Options that say how one command runs, not what the sweep trains or how Tune runs it: free to differ between runs.
 RUN_OPTIONS = frozenset({"resume", "address", "dashboard", "dry_run", "verify", "prepare", "cost_limits", "storage",
-                         "name", "output", "log_artifacts"})
+                         "name", "output", "log_artifacts", "gpu_figures"})
 SEARCH_OPTIONS = frozenset({"num_samples", "population_samples", "search_space"})  # what only --search reads
 GENERIC_GRID_AXES = ("algos", "tasks", "seeds")  # the options that span every sweep's grid
 

@@ -30,7 +30,8 @@ DEFAULT_EVAL_MS_PER_STEP = 3.5  # a suite without a measured figure (a declared 
 @dataclass(frozen=True)
 class TrialWork:
     """One trial's work: ``gradient_steps`` of ``algo`` with a step ``size`` (batch × Σ hidden width²) against the
-    algorithm's default ``default_size``, and ``eval_env_steps`` environment steps of evaluation in ``suite``."""
+    algorithm's default ``default_size``, and ``eval_env_steps`` environment steps of evaluation in ``suite``, on
+    ``task``."""
 
     algo: str
     gradient_steps: int
@@ -38,6 +39,7 @@ class TrialWork:
     default_size: float
     eval_env_steps: int
     suite: str
+    task: str = ""
 
 
 def step_size(batch: int, hidden: Sequence[int]) -> float:
@@ -103,5 +105,5 @@ def sweep_work(options: SweepOptions, tasks: Sequence[TaskSpec]) -> list[TrialWo
                             size=step_size(config.train_batch_size_per_learner, config.hidden),
                             default_size=step_size(default.train_batch_size_per_learner, default.hidden),
                             eval_env_steps=episodes * len(config.thresholds) * config.resolved_horizon,
-                            suite=get_task(variant["task"]).suite)] * trials
+                            suite=get_task(variant["task"]).suite, task=variant["task"])] * trials
     return works

@@ -129,6 +129,13 @@ def check_local_gpus(flag: str, requested: float) -> None:
             raise ValueError(f"{flag} {requested:g}: this machine has {torch.cuda.device_count()} CUDA GPUs")
 
 
+def local_gpu_name() -> str | None:
+    """The name of this machine's first CUDA GPU (``NVIDIA H100 80GB HBM3``); None without one."""
+    import torch
+
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+
+
 def read_yaml(path: Path) -> Any:
     """The parsed YAML document at ``path``; a ValueError saying it cannot be read or is not valid YAML (the
     caller names the flag or file)."""
