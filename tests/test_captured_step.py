@@ -51,12 +51,19 @@ def test_bad_settings_are_refused_by_name(setting: str, value: str) -> None:
 def test_host_side_steps_block_the_capture() -> None:
     assert any("cosine" in reason for reason in
                local_learner(_config("caps", heads=2, implementation="code")).captured_step_blockers())
-    assert any("postprocessed" in reason for reason in local_learner(_config("cdt")).captured_step_blockers())
+    per_tensor_clip = _config("cdt", batch_size=4)  # RLlib's "norm" clip compares each norm on the host
+    per_tensor_clip.grad_clip_by = "norm"
+    assert any("postprocessed" in reason for reason in local_learner(per_tensor_clip).captured_step_blockers())
+
+
+def test_cdt_clips_and_warms_up_on_the_device_so_only_the_device_blocks_its_capture() -> None:
+    assert [reason for reason in local_learner(_config("cdt", batch_size=4)).captured_step_blockers()
+            if "not CUDA" not in reason] == []
 
 
 CAPTURABLE = [("caps", {"heads": 3}), ("caps", {"heads": 2, "backbone": "sacbc"}),
               ("caps", {"heads": 2, "fused_critics": True}), ("bc-all", {}), ("bearl", {"cost_limit": 20}),
-              ("cpq", {"cost_limit": 20}), ("coptidice", {"cost_limit": 20})]
+              ("cpq", {"cost_limit": 20}), ("coptidice", {"cost_limit": 20}), ("cdt", {})]
 
 
 def _assert_trains_as_the_eager_learner(algo: str, settings: dict, device: dict) -> None:
