@@ -109,9 +109,8 @@ class CDTTorchLearner(OfflineSafeTorchLearner):
     @override(TorchLearner)
     def configure_optimizers_for_module(self, module_id: ModuleID, config: Any = None) -> None:
         module = self.module[module_id]
-        lr = torch.tensor(config.lr, device=self.device) if self.device.type == "cuda" else config.lr  # warmup_lr
         self.register_adam_optimizers(
-            module_id, {"transformer": (module.transformer, lr),
+            module_id, {"transformer": (module.transformer, config.lr),
                         "temperature": ([module.log_temperature], config.temperature_lr)},
             unscheduled=("transformer",), weight_decay={"transformer": config.weight_decay})
 
@@ -140,12 +139,16 @@ class CDTTorchLearner(OfflineSafeTorchLearner):
     @override(TorchLearner)
     def apply_gradients(self, gradients_dict: ParamDict) -> None:
         """Sets the transformer's learning rate of this step, lr · min((k + 1) / warmup_steps, 1) at its k-th step
-        (OSRL's LambdaLR; k is AdamW's own step count, so a restored run continues the warm-up), then steps."""
+        (OSRL's LambdaLR; k is AdamW's own step count, so a restored run continues the warm-up), then steps. On CUDA
+        the rate is a device tensor (made at the first step, and again after a restore, which gives it back as a
+        number), written from the device's step count: no host read, and a captured step replays the warm-up."""
         for module_id in self.module.keys():
             config = self.config.get_config_for_module(module_id)
             optimizer = self.get_optimizer(module_id, "transformer")
             step = optimizer.state.get(optimizer.param_groups[0]["params"][0], {}).get("step")
             for group in optimizer.param_groups:
+                if self.device.type == "cuda" and not isinstance(group["lr"], torch.Tensor):
+                    group["lr"] = torch.tensor(float(group["lr"]), device=self.device)
                 group["lr"] = warmup_lr(group["lr"], step, config.lr, config.warmup_steps)
         super().apply_gradients(gradients_dict)
 
