@@ -51,12 +51,19 @@ def test_bad_settings_are_refused_by_name(setting: str, value: str) -> None:
 def test_host_side_steps_block_the_capture() -> None:
     assert any("cosine" in reason for reason in
                local_learner(_config("caps", heads=2, implementation="code")).captured_step_blockers())
-    assert any("postprocessed" in reason for reason in local_learner(_config("cdt")).captured_step_blockers())
+    per_tensor_clip = _config("cdt")  # RLlib's "norm" clip compares each norm on the host
+    per_tensor_clip.grad_clip_by = "norm"
+    assert any("postprocessed" in reason for reason in local_learner(per_tensor_clip).captured_step_blockers())
+
+
+def test_cdt_clips_and_warms_up_on_the_device_so_only_the_device_blocks_its_capture() -> None:
+    assert [reason for reason in local_learner(_config("cdt")).captured_step_blockers()
+            if "not CUDA" not in reason] == []
 
 
 CAPTURABLE = [("caps", {"heads": 3}), ("caps", {"heads": 2, "backbone": "sacbc"}),
               ("caps", {"heads": 2, "fused_critics": True}), ("bc-all", {}), ("bearl", {"cost_limit": 20}),
-              ("cpq", {"cost_limit": 20}), ("coptidice", {"cost_limit": 20})]
+              ("cpq", {"cost_limit": 20}), ("coptidice", {"cost_limit": 20}), ("cdt", {})]
 
 
 def _assert_trains_as_the_eager_learner(algo: str, settings: dict, device: dict) -> None:
@@ -88,6 +95,8 @@ def test_captured_steps_train_as_the_eager_steps_do(algo: str, settings: dict) -
 
 
 COMPILABLE = [(algo, settings) for algo, settings in CAPTURABLE if packable(algo)]  # pure losses: compiled whole
+COMPILABLE += [("cdt", {"dropout": 0.0})]  # pure losses, no population; inductor draws its dropout masks its own way
+TINY_CDT = {"embedding_dim": 16, "num_layers": 1, "attention_heads": 2, "seq_len": 4}
 
 
 @pytest.mark.slow
@@ -95,6 +104,12 @@ def test_a_compiled_learner_trains_as_the_eager_one_does() -> None:
     """On CPU the forward pass and losses are captured as one ``fullgraph`` program with ``aot_eager`` (the same
     capture, forward and backward, without generating C++ kernels); the CUDA tests below compile with inductor."""
     _assert_trains_as_the_eager_learner("caps", {"heads": 3, "compile": True, "compile_backend": "aot_eager"}, {})
+
+
+@pytest.mark.slow
+def test_a_compiled_cdt_learner_trains_as_the_eager_one_does() -> None:
+    """CDT's losses are pure: its transformer's forward pass, dropout included, and its losses are one program."""
+    _assert_trains_as_the_eager_learner("cdt", {"compile": True, "compile_backend": "aot_eager", **TINY_CDT}, {})
 
 
 def test_learners_whose_losses_have_side_effects_compile_only_their_forward_pass() -> None:

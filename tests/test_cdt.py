@@ -14,11 +14,13 @@ import numpy as np
 import pytest
 import torch
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+from ray.rllib.utils.torch_utils import clip_gradients
 
 from rllib_caps.algorithms.cdt import keys as ck
 from rllib_caps.algorithms.cdt.connector import CDTContext
 from rllib_caps.algorithms.cdt.context import ContextWindow
 from rllib_caps.algorithms.cdt.losses import CDTLossSettings, cdt_losses, cost_prediction_nll, gaussian_terms
+from rllib_caps.algorithms.cdt.nets import DecisionTransformer, TransformerSettings
 from rllib_caps.algorithms.cdt.policy import CDTPolicy
 from rllib_caps.algorithms.cdt.relabel import (
     AugmentationSettings,
@@ -29,8 +31,10 @@ from rllib_caps.algorithms.cdt.relabel import (
     relabel,
 )
 from rllib_caps.algorithms.cdt.targets import DEFAULT, TASK_SETTINGS, return_target, task_settings
+from rllib_caps.algorithms.cdt.torch.cdt_torch_learner import warmup_lr
 from rllib_caps.algorithms.registry import ALGORITHMS, build_config, load_policy
 from rllib_caps.bench import local_learner
+from rllib_caps.core.optim import clip_global_norm_
 from rllib_caps.core.rollout import evaluate_policy
 from rllib_caps.data import DatasetError, TransitionDataset, schema
 from rllib_caps.data.sequences import (
@@ -225,6 +229,66 @@ def test_learner_warms_up_the_learning_rate_and_clips_only_the_transformer(learn
                                if learner._params[ref] is not module.log_temperature]).norm()
     assert transformer.item() == pytest.approx(0.25, rel=1e-4)
     assert clipped[learner.get_param_ref(module.log_temperature)].item() == 10.0
+
+
+@pytest.mark.parametrize("scale", [1e-3, 1.0, 100.0, float("nan")])  # below, around and above the clip; non-finite
+def test_the_clip_on_the_device_is_rllibs_global_norm_clip_bit_for_bit(scale: float) -> None:
+    generator = torch.Generator().manual_seed(0)
+    grads = [torch.randn(shape, generator=generator) * (1.0 if math.isnan(scale) else scale)
+             for shape in ((64, 64), (128,), (7, 3, 5), ())]
+    if math.isnan(scale):
+        grads += [torch.tensor([math.nan, 1.0]), torch.tensor([math.inf, -2.0])]
+    ours, rllibs = [g.clone() for g in grads], [g.clone() for g in grads]
+    norm = clip_global_norm_(ours, 0.25)
+    expected = clip_gradients(dict(enumerate(rllibs)), grad_clip=0.25, grad_clip_by="global_norm")
+    torch.testing.assert_close(norm, expected, rtol=0, atol=0)
+    torch.testing.assert_close(ours, rllibs, rtol=0, atol=0, equal_nan=True)
+    assert not torch.equal(ours[0], grads[0]) if scale != 1e-3 else torch.equal(ours[0], grads[0])
+
+
+def test_the_warm_up_rate_is_the_same_on_the_host_and_on_the_device() -> None:
+    """A float rate (CPU) is replaced by a float; a tensor rate (CUDA's fused AdamW reads it on the device) is
+    written in place from the optimiser's step count tensor, with no host read."""
+    for step in (None, torch.tensor(0.0), torch.tensor(2.0), torch.tensor(9.0)):
+        host = warmup_lr(0.5, step, 1e-4, 4)
+        rate = torch.tensor(1.0)
+        assert warmup_lr(rate, step, 1e-4, 4) is rate and rate.item() == pytest.approx(host, rel=1e-6)
+        assert host == pytest.approx(1e-4 * min((0 if step is None else int(step)) + 1, 4) / 4)
+
+
+def test_every_step_draws_windows_of_one_shape_padded_at_episode_ends(learner) -> None:
+    """Static shapes (what a captured step needs): a window that runs past its episode's end is right-padded
+    and masked, never shortened."""
+    windows = [learner.sample_minibatch(512) for _ in range(3)]
+    shapes = [{key: tuple(value.shape) for key, value in window.items()} for window in windows]
+    assert shapes[0] == shapes[1] == shapes[2]
+    assert all(shape[:2] == (512, 4) for shape in shapes[0].values())
+    assert any(bool((window[MASK] == 0).any()) for window in windows)
+
+
+def test_the_transformer_vmaps_without_dropout_and_refuses_vmapped_dropout() -> None:
+    """What keeps CDT out of populations (``CDTTorchLearner.population_blocker``): without dropout the
+    transformer runs under ``torch.func.vmap`` over stacked parameters as each member alone; OSRL's dropout draws
+    from torch's global generator, which vmap's randomness="error" refuses."""
+    def vmapped(dropout: float) -> tuple[dict, list[DecisionTransformer], dict]:
+        settings = TransformerSettings(embedding_dim=16, num_layers=1, attention_heads=2, seq_len=4, horizon=50,
+                                       dropout=dropout)
+        members = [DecisionTransformer(3, 2, settings) for _ in range(2)]
+        params, buffers = torch.func.stack_module_state(members)
+        batch = {WINDOW_OBS: torch.randn(2, 5, 4, 3), WINDOW_ACTIONS: torch.randn(2, 5, 4, 2),
+                 RETURNS_TO_GO: torch.randn(2, 5, 4), COSTS_TO_GO: torch.randn(2, 5, 4),
+                 TIMESTEPS: torch.arange(4).expand(2, 5, 4), MASK: torch.ones(2, 5, 4)}
+        run = torch.func.vmap(lambda p, b, x: torch.func.functional_call(members[0], (p, b), (x,)),
+                              randomness="error")
+        return run(params, buffers, batch), members, batch
+
+    out, members, batch = vmapped(0.0)
+    for i, member in enumerate(members):
+        alone = member({key: value[i] for key, value in batch.items()})
+        for key, value in alone.items():
+            torch.testing.assert_close(out[key][i], value, rtol=1e-5, atol=1e-6)
+    with pytest.raises(RuntimeError, match="random operation while in randomness error mode"):
+        vmapped(0.1)
 
 
 def test_relabelled_windows_shift_returns_and_costs_to_go(learner) -> None:

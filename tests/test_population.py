@@ -141,6 +141,15 @@ def test_an_algorithm_whose_losses_have_side_effects_cannot_form_a_population() 
         Population.of_learners([_learner("bearl", 0, cost_limit=20), _learner("bearl", 1, cost_limit=20)])
 
 
+def test_cdt_whose_losses_are_pure_cannot_form_a_population_because_of_its_dropout() -> None:
+    from rllib_caps.sweeps.packing import packable
+
+    cdt = {"embedding_dim": 16, "num_layers": 1, "attention_heads": 2, "seq_len": 4}
+    with pytest.raises(ValueError, match="CDTTorchLearner cannot train as a population: its transformer's dropout"):
+        Population.of_learners([_learner("cdt", 0, **cdt), _learner("cdt", 1, **cdt)])
+    assert not packable("cdt")
+
+
 def test_every_algorithm_that_sweeps_pack_is_shown_to_train_as_its_trials_alone() -> None:
     """Sweeps pack every algorithm that forms populations (``packing.packable``), and an algorithm trained per κ
     with members that differ in κ. Its losses then must take each member's κ (a member hyperparameter, as

@@ -77,6 +77,12 @@ def _repeat(step: Callable[[], Output], n: int) -> Output:
     return output
 
 
+def forms_populations(learner_class: type) -> bool:
+    """Whether the learner's trials can train as one population: its losses are pure (``computes_pure_losses``)
+    and nothing else in its step stands in the way (its ``population_blocker``)."""
+    return computes_pure_losses(learner_class) and learner_class.population_blocker is None
+
+
 def computes_pure_losses(learner_class: type) -> bool:
     """Whether the learner's loss step is the pure ``member_losses`` (learners whose step has side effects override
     ``compute_loss_for_module`` instead): what a population vmaps and a compiled learner compiles."""
@@ -100,6 +106,8 @@ class OfflineSafeTorchLearner(TorchLearner):
     With ``captures_steps`` the steps replay a captured CUDA graph, and the optimisers are fused Adams that skip a
     step whose gradients are not finite (counted on the device, reported once per update call).
     """
+
+    population_blocker: str | None = None  # why its pure losses still cannot train as a population (None: they can)
 
     @override(Learner)
     def configure_optimizers(self) -> None:
@@ -217,12 +225,19 @@ class OfflineSafeTorchLearner(TorchLearner):
         blockers = []
         if self.device.type != "cuda":
             blockers.append(f"the learner's device is {self.device.type}, not CUDA")
-        if not self._gradients_pass_through:
+        if self.postprocesses_gradients_on_host():
             blockers.append("its gradients are postprocessed on the host (grad_clip, gradient logging or an lr "
                             "scheduler)")
         if self.config.num_learners > 1:
             blockers.append("several learners average gradients with DDP")
         return blockers
+
+    def postprocesses_gradients_on_host(self) -> bool:
+        """Whether work on the host stands between the backward pass and the optimisers: RLlib's postprocessing
+        (its clip compares norms on the host, and gradient logging reads them) or an lr scheduler. Here whenever the
+        gradients do not pass through (``_gradients_pass_through``); a learner that clips on the device says
+        otherwise."""
+        return not self._gradients_pass_through
 
     @functools.cached_property
     def captures_steps(self) -> bool:

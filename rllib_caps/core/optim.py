@@ -1,10 +1,14 @@
-"""The optimiser every learner and plain reference loop here uses."""
+"""The optimiser every learner and plain reference loop here uses, and the gradient clip beside it."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
 import torch
+
+from rllib_caps.core.ray_internals import foreach_mul_, foreach_norm
+
+NON_FINITE_NORM = 10e8  # what RLlib's clip maps an infinite norm to (its ``compute_global_norm``)
 
 
 def adam(params: Iterable[torch.nn.Parameter], lr: float, *, weight_decay: float | None = None
@@ -21,3 +25,15 @@ def adam(params: Iterable[torch.nn.Parameter], lr: float, *, weight_decay: float
     if weight_decay is None:
         return torch.optim.Adam(params, lr=lr, **kind)
     return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, **kind)
+
+
+def clip_global_norm_(grads: list[torch.Tensor], max_norm: float) -> torch.Tensor:
+    """Scales ``grads`` in place to a global L2 norm of at most ``max_norm`` and returns the norm, on their device
+    with no host read (so a captured step can hold it). RLlib's ``clip_gradients(grad_clip_by="global_norm")``
+    arithmetic, bit for bit: per-tensor norms with ±inf mapped to ±``NON_FINITE_NORM`` and NaN to 0, their norm
+    likewise, and the factor ``max_norm / max(norm + 1e-6, max_norm)``; as multi-tensor ops (one kernel per stage
+    instead of one per tensor)."""
+    norms = [norm.nan_to_num(neginf=-NON_FINITE_NORM, posinf=NON_FINITE_NORM) for norm in foreach_norm(grads)]
+    total = torch.linalg.vector_norm(torch.stack(norms)).nan_to_num(neginf=-NON_FINITE_NORM, posinf=NON_FINITE_NORM)
+    foreach_mul_(grads, torch.clamp(max_norm / torch.clamp(total + 1e-6, min=max_norm), max=1.0))
+    return total

@@ -136,6 +136,8 @@ class Population:
         if not computes_pure_losses(type(first)):
             raise ValueError(f"{type(first).__name__} computes its losses with side effects (no member_losses): it "
                              "cannot train as a population")
+        if type(first).population_blocker:
+            raise ValueError(f"{type(first).__name__} cannot train as a population: {type(first).population_blocker}")
         configs = [learner.config.get_config_for_module(DEFAULT_MODULE_ID) for learner in learners]
         allowed = MEMBER_SETTINGS | set(configs[0].member_hyperparameters())
         for learner in learners[1:]:

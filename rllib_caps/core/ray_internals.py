@@ -30,6 +30,9 @@ name, rather than silently elsewhere. Each private member, why we need it, and w
   its own way; ``trial_group``. Else: keep the groups ourselves in ``suggest``.
 - ``torch._foreach_lerp_``: the Polyak step, one fused kernel per device; ``foreach_lerp_``. Else:
   ``target.lerp_(online, tau)`` per tensor (many small kernels).
+- ``torch._foreach_norm``, ``torch._foreach_mul_``: the global-norm gradient clip on the device, one kernel per
+  stage (``core.optim.clip_global_norm_``); ``foreach_norm``, ``foreach_mul_``. Else: ``torch.linalg.vector_norm``
+  and ``mul_`` per tensor (many small kernels).
 - ``ray._private.services.ConsolePopen``: the ``Popen`` that ``ray.init`` starts local Ray's processes (GCS,
   raylet, dashboard, log monitor) with; ``ray_processes_in_own_session`` has them start a session of their own, so
   that a signal to the driver's process group (``kill -TERM -PGID``, as Slurm and systemd send it) reaches the
@@ -81,7 +84,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "ray.rllib.core.learner.learner.Learner.update": ("_no_metrics_reduce",),
     "ray.rllib.core.learner.torch.torch_learner.TorchLearner": ("_update", "_grad_scalers", "_lr_scheduler_classes"),
     "ray.tune.search.Repeater": ("_trial_id_to_group",),
-    "torch": ("_foreach_lerp_", "_amp_foreach_non_finite_check_and_unscale_"),
+    "torch": ("_foreach_lerp_", "_amp_foreach_non_finite_check_and_unscale_", "_foreach_norm", "_foreach_mul_"),
     "ray._private.services": ("ConsolePopen",),
     "ray.tune.execution.class_cache": ("ENV_VARS_TO_PROPAGATE",),
 }
@@ -175,6 +178,16 @@ def trial_group(repeater: Repeater, trial_id: str) -> Any:
 def foreach_lerp_(targets: Sequence[torch.Tensor], sources: Sequence[torch.Tensor], weight: float) -> None:
     """``target ← target + weight (source − target)`` for every pair, in place (one fused kernel per device)."""
     torch._foreach_lerp_(targets, sources, weight)
+
+
+def foreach_norm(tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """The L2 norm of every tensor, each a 0-d tensor on its device (no host read)."""
+    return list(torch._foreach_norm(tensors, 2))
+
+
+def foreach_mul_(tensors: Sequence[torch.Tensor], factor: torch.Tensor) -> None:
+    """Multiplies every tensor by the 0-d tensor ``factor`` in place."""
+    torch._foreach_mul_(tensors, factor)
 
 
 def non_finite_check_and_unscale_(tensors: Sequence[torch.Tensor], found_inf: torch.Tensor,

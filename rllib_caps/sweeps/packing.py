@@ -24,7 +24,7 @@ from typing import Any
 
 from rllib_caps.algorithms.registry import get_algorithm
 from rllib_caps.algorithms.surface import COST_LIMIT_AXIS
-from rllib_caps.core.learner import computes_pure_losses
+from rllib_caps.core.learner import forms_populations
 from rllib_caps.core.population import MEMBER_SETTINGS
 from rllib_caps.sweeps.options import MAX_MEMBERS, SweepOptions
 from rllib_caps.sweeps.trial_schema import MEMBERS, member_name
@@ -67,8 +67,9 @@ def samples_per_population(options: SweepOptions, concurrency: int, cluster_cpus
 
 
 def packable(algo: str) -> bool:
-    """Whether ``algo``'s trials can train as a population (its learner's loss step is pure)."""
-    return computes_pure_losses(get_algorithm(algo).config_class().get_default_learner_class())
+    """Whether ``algo``'s trials can train as a population (``forms_populations``: its learner's loss step is pure,
+    and nothing else blocks it)."""
+    return forms_populations(get_algorithm(algo).config_class().get_default_learner_class())
 
 
 def packed_variants(variants: Sequence[Mapping[str, Any]], seeds: Sequence[int], max_members: int | None = None

@@ -1,5 +1,6 @@
 """Torch CDT learner: windows of whole episodes and their Pareto-relabelled copies sampled on the learner's
-device, AdamW with OSRL's linear warm-up and gradient clip for the transformer, Adam for the temperature."""
+device, AdamW with OSRL's linear warm-up and gradient clip for the transformer, Adam for the temperature. The step
+has static shapes and no host read, so on CUDA it is captured (``captured_step``) and can be compiled whole."""
 
 from __future__ import annotations
 
@@ -12,15 +13,29 @@ from ray.rllib.core.learner.learner import Learner
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.utils.annotations import override
 from ray.rllib.utils.torch_utils import clip_gradients
-from ray.rllib.utils.typing import ModuleID, ParamDict, TensorType
+from ray.rllib.utils.typing import ModuleID, ParamDict
 
 from rllib_caps.algorithms.cdt.losses import cdt_losses
 from rllib_caps.algorithms.cdt.relabel import episode_weights, relabel
 from rllib_caps.core.learner import OfflineSafeTorchLearner
+from rllib_caps.core.optim import clip_global_norm_
+from rllib_caps.core.ray_internals import scales_or_schedules
 from rllib_caps.data import DatasetError
 from rllib_caps.data.sequences import COSTS_TO_GO, MASK, RETURNS_TO_GO, EpisodeSequences
 
 logger = logging.getLogger(__name__)
+
+
+def warmup_lr(current: float | torch.Tensor, step: torch.Tensor | None, lr: float, warmup_steps: int
+              ) -> float | torch.Tensor:
+    """OSRL's linear warm-up, lr · min((k + 1) / warmup_steps, 1) at AdamW's k-th step (``step``: its step count,
+    None before the first). A ``current`` rate that is a tensor (CUDA: the fused AdamW reads it on the device) is
+    written in place from the device's step count, with no host read; a float rate is replaced by a float."""
+    if not isinstance(current, torch.Tensor):
+        return lr * min(((0 if step is None else int(step)) + 1) / warmup_steps, 1.0)
+    if step is None:
+        return current.fill_(lr * min(1 / warmup_steps, 1.0))
+    return current.copy_(torch.clamp((step + 1) / warmup_steps, max=1.0) * lr)
 
 
 class EpisodeSampler:
@@ -61,7 +76,16 @@ class EpisodeSampler:
 class CDTTorchLearner(OfflineSafeTorchLearner):
     """One backward pass on the sum of the losses: the action loss sees the temperature detached and the
     temperature loss the entropy detached, so each optimiser gets its own loss's gradient, as in OSRL's two
-    sequential steps on one forward pass."""
+    sequential steps on one forward pass.
+
+    Its step runs on the device alone: windows of fixed shape (B, L), the global-norm clip as device ops
+    (``clip_global_norm_``) and, on CUDA, the warm-up's learning rate as a device tensor (``warmup_lr``)."""
+
+    population_blocker = ("its transformer's dropout (OSRL's 0.1 on embeddings, attention and residuals) draws "
+                          "from torch's global generator inside nn.Dropout and scaled_dot_product_attention: under "
+                          "torch.func.vmap(randomness='error') that raises 'vmap: called random operation while in "
+                          "randomness error mode', and randomness='different' would not draw member i's masks from "
+                          "trial i's generator")
 
     @override(OfflineSafeTorchLearner)
     def build(self) -> None:
@@ -78,7 +102,8 @@ class CDTTorchLearner(OfflineSafeTorchLearner):
 
     @override(OfflineSafeTorchLearner)
     def sample_minibatch(self, batch_size: int, generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
-        """Windows of relabelled episodes (``EpisodeSampler``), not rows: CDT does not form populations."""
+        """Windows of relabelled episodes (``EpisodeSampler``), not rows: CDT does not form populations
+        (``population_blocker``)."""
         return self.sampler.sample(batch_size, self._generator if generator is None else generator)
 
     @override(TorchLearner)
@@ -93,30 +118,43 @@ class CDTTorchLearner(OfflineSafeTorchLearner):
     def postprocess_gradients_for_module(self, *, module_id: ModuleID, config: Any = None,
                                          module_gradients_dict: ParamDict) -> ParamDict:
         """Clips the transformer's gradients to global norm ``grad_clip`` (OSRL clips the model, not the
-        temperature)."""
+        temperature) on the device (``clip_global_norm_``); RLlib's clip for the other ``grad_clip_by``."""
         if config.grad_clip:
             transformer = self.filter_param_dict_for_optimizer(module_gradients_dict,
                                                                self.get_optimizer(module_id, "transformer"))
-            clip_gradients(transformer, grad_clip=config.grad_clip, grad_clip_by=config.grad_clip_by)
+            if config.grad_clip_by == "global_norm":
+                clip_global_norm_([g for g in transformer.values() if g is not None], config.grad_clip)
+            else:
+                clip_gradients(transformer, grad_clip=config.grad_clip, grad_clip_by=config.grad_clip_by)
             module_gradients_dict.update(transformer)
         return module_gradients_dict
+
+    @override(OfflineSafeTorchLearner)
+    def postprocesses_gradients_on_host(self) -> bool:
+        """Only RLlib's per-tensor "norm" clip (it compares each norm on the host) or an lr scheduler: the global-norm
+        clip and the warm-up run on the device."""
+        configs = [self.config.get_config_for_module(module_id) for module_id in self.module.keys()]
+        return scales_or_schedules(self) or any(c.grad_clip and c.grad_clip_by == "norm" for c in configs)
 
     @override(TorchLearner)
     def apply_gradients(self, gradients_dict: ParamDict) -> None:
         """Sets the transformer's learning rate of this step, lr · min((k + 1) / warmup_steps, 1) at its k-th step
-        (OSRL's LambdaLR; k is AdamW's own step count, so a restored run continues the warm-up), then steps."""
+        (OSRL's LambdaLR; k is AdamW's own step count, so a restored run continues the warm-up), then steps. On CUDA
+        the rate is a device tensor (made at the first step, and again after a restore, which gives it back as a
+        number), written from the device's step count: no host read, and a captured step replays the warm-up."""
         for module_id in self.module.keys():
             config = self.config.get_config_for_module(module_id)
             optimizer = self.get_optimizer(module_id, "transformer")
-            state = optimizer.state.get(optimizer.param_groups[0]["params"][0], {})
-            step = int(state["step"]) if "step" in state else 0
+            step = optimizer.state.get(optimizer.param_groups[0]["params"][0], {}).get("step")
             for group in optimizer.param_groups:
-                group["lr"] = config.lr * min((step + 1) / config.warmup_steps, 1.0)
+                if self.device.type == "cuda" and not isinstance(group["lr"], torch.Tensor):
+                    group["lr"] = torch.tensor(float(group["lr"]), device=self.device)
+                group["lr"] = warmup_lr(group["lr"], step, config.lr, config.warmup_steps)
         super().apply_gradients(gradients_dict)
 
-    @override(TorchLearner)
-    def compute_loss_for_module(self, *, module_id: ModuleID, config: Any, batch: dict,
-                                fwd_out: dict) -> TensorType:
+    @override(OfflineSafeTorchLearner)
+    def member_losses(self, fwd_out: dict, batch: dict, config: Any,
+                      hyperparameters: dict[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
+        """``cdt_losses``: the loss terms and, detached, the metrics logged beside them."""
         losses, metrics = cdt_losses(fwd_out, batch, config.loss_settings())
-        self.record_losses(module_id, losses | metrics)
-        return sum(losses.values())
+        return losses | metrics
