@@ -53,7 +53,7 @@ class BEARLLossSettings:
     mmd_epsilon: float
     pid: PIDGains
     alpha_lr: float
-    cost_threshold: float  # q̄_c
+    cost_threshold: float | torch.Tensor  # q̄_c; a tensor: a population member's own (its κ's)
     implementation: str
     time_limit: str
 

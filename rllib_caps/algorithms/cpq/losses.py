@@ -24,7 +24,7 @@ def ood_cost(kl: torch.Tensor, qc: torch.Tensor, quantile: float) -> torch.Tenso
     return ((kl >= cutoff).to(qc.dtype) * qc).mean(0)
 
 
-def feasible(qc: torch.Tensor, threshold: float) -> torch.Tensor:
+def feasible(qc: torch.Tensor, threshold: float | torch.Tensor) -> torch.Tensor:
     """CPQ's safety indicator 1(Q_c ≤ q̄_c) as a float mask."""
     return (qc <= threshold).to(qc.dtype)
 
@@ -39,7 +39,7 @@ class CPQLossSettings:
     ood_quantile: float
     ood_cost_scale: float  # OSRL's qc_scalar: the OOD constraint's level is this × q̄_c
     alpha_lr: float
-    cost_threshold: float  # q̄_c
+    cost_threshold: float | torch.Tensor  # q̄_c; a tensor: a population member's own (its κ's)
     implementation: str
     time_limit: str
 
