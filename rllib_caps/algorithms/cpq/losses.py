@@ -3,6 +3,7 @@ OSRL's choices; docs/baselines.md lists every choice and its OSRL/paper switch."
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -16,11 +17,21 @@ from rllib_caps.core.time_limit import episode_ends
 from rllib_caps.data import schema
 
 
+def linear_quantile(values: torch.Tensor, q: float) -> torch.Tensor:
+    """``torch.quantile(values, q)`` of a 1-D tensor (linear interpolation between the two nearest ranks) as one sort
+    and two static indices, so that it vmaps over a population's members (``torch.quantile`` has no batching rule)
+    and compiles into one graph."""
+    ordered = values.sort().values
+    rank = q * (values.numel() - 1)
+    below = math.floor(rank)
+    return torch.lerp(ordered[below], ordered[math.ceil(rank)], rank - below)
+
+
 def ood_cost(kl: torch.Tensor, qc: torch.Tensor, quantile: float) -> torch.Tensor:
     """CPQ's out-of-distribution cost: ``E_samples[1(KL ≥ q) Q_c]`` per state, where q is the ``quantile`` of the
     VAE-encoder KL over all samples of the batch (OSRL: 0.75). ``kl`` and ``qc`` have shape ``(N, B)``; returns
     ``(B,)``. Gradients flow through ``qc`` only."""
-    cutoff = torch.quantile(kl.detach().reshape(-1), quantile)
+    cutoff = linear_quantile(kl.detach().reshape(-1), quantile)
     return ((kl >= cutoff).to(qc.dtype) * qc).mean(0)
 
 
