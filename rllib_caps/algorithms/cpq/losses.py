@@ -88,6 +88,6 @@ def cpq_losses(fwd_out: dict[str, torch.Tensor], batch: dict[str, torch.Tensor],
     metrics = {"qc_regression": cost_regression, "qc_ood": q_ood.detach(), "alpha": alpha,
                "qc_pi": fwd_out[k.QC_PI].mean(),
                "feasible_fraction": feasible(fwd_out[k.QC_PI], s.cost_threshold).mean(),
-               "cost_threshold": torch.as_tensor(s.cost_threshold)}
+               "cost_threshold": torch.zeros_like(q_ood) + s.cost_threshold}
     state = {k.LOG_ALPHA: dual_log_step(fwd_out[k.LOG_ALPHA], (level - q_ood).detach(), s.alpha_lr)}
     return losses, metrics, state
