@@ -16,15 +16,16 @@ from rllib_caps.algorithms.cost_limited.lagrangian import PIDGains
 from rllib_caps.algorithms.cpq import forward as cpq_forward
 from rllib_caps.algorithms.cpq.losses import CPQLossSettings, cpq_losses
 from rllib_caps.algorithms.vae_actor_critic.nets import VAEActorCriticNets
+from rllib_caps.algorithms.vae_actor_critic.noise import standard_normal_draws
 from rllib_caps.core.losses import polyak_update
 from rllib_caps.core.optim import adam
 from rllib_caps.data import TransitionDataset
 
-FAMILY = {  # algorithm -> (training forward, losses, loss settings class, critic groups, targets)
-    "bearl": (bearl_forward.bearl_training_outputs, bearl_losses, BEARLLossSettings, bearl_forward.CRITIC_GROUPS,
-              bearl_forward.TARGETS),
-    "cpq": (cpq_forward.cpq_training_outputs, cpq_losses, CPQLossSettings, cpq_forward.CRITIC_GROUPS,
-            cpq_forward.TARGETS),
+FAMILY = {  # algorithm -> (training forward, its noise, losses, loss settings class, critic groups, targets)
+    "bearl": (bearl_forward.bearl_training_outputs, bearl_forward.bearl_noise_shapes, bearl_losses,
+              BEARLLossSettings, bearl_forward.CRITIC_GROUPS, bearl_forward.TARGETS),
+    "cpq": (cpq_forward.cpq_training_outputs, cpq_forward.cpq_noise_shapes, cpq_losses, CPQLossSettings,
+            cpq_forward.CRITIC_GROUPS, cpq_forward.TARGETS),
 }
 NETWORK_LRS = {"actor": "actor_lr", "vae": "vae_lr", "qr": "critic_lr", "qc": "critic_lr"}
 
@@ -44,12 +45,13 @@ def run_spec(algo: str, config: Any) -> dict[str, Any]:
 
 
 class PlainLoop:
-    """The learner's step in a bare loop: forward, losses, multiplier state, one backward, Adam steps, Polyak."""
+    """The learner's step in a bare loop: the minibatch and its noise from one generator, forward, losses, one
+    backward, Adam steps, Polyak, then the multipliers' new state."""
 
     def __init__(self, spec: dict[str, Any], *, device: str = "cpu", initial_state: dict | None = None,
                  data_seed: int = 0) -> None:
         self.spec = spec
-        self.forward, self.losses, settings_class, groups, targets = FAMILY[spec["algo"]]
+        self.forward, self.noise_shapes, self.losses, settings_class, groups, targets = FAMILY[spec["algo"]]
         settings = dict(spec["loss_settings"])
         if "pid" in settings:
             settings["pid"] = PIDGains(**settings["pid"])
@@ -66,9 +68,10 @@ class PlainLoop:
 
     def __call__(self, n: int) -> None:
         for _ in range(n):
-            batch = self.dataset.sample(self.spec["batch_size"], self.generator)
+            size = self.spec["batch_size"]
+            batch = self.dataset.sample(size, self.generator) | standard_normal_draws(
+                self.noise_shapes(self.nets, size), self.generator)
             losses, metrics, state = self.losses(self.forward(self.nets, batch), batch, self.settings)
-            self.nets.duals.assign(**state)
             for optimizer in self.optimizers:
                 optimizer.zero_grad(set_to_none=True)
             sum(losses.values()).backward()
@@ -76,4 +79,5 @@ class PlainLoop:
                 optimizer.step()
             for online, target in self.nets.get_target_network_pairs():
                 polyak_update(online, target, self.spec["tau"])
+            self.nets.duals.assign(**state)
         self.metrics = {name: float(value.detach()) for name, value in (losses | metrics).items()}

@@ -96,9 +96,7 @@ def test_rllib_learner_equals_the_plain_loop_step_for_step(algo: str) -> None:
     module = learner.module["default_policy"]
     initial = {name: value.clone() for name, value in module.state_dict().items()}
     plain = PlainLoop(run_spec(algo, config), initial_state=module.state_dict(), data_seed=config.seed * 1000)
-    torch.manual_seed(123)
-    plain(steps)
-    torch.manual_seed(123)  # the same action and latent samples
+    plain(steps)  # its minibatches and noise from its own generator, seeded as the learner's
     learner.update_from_dataset(num_updates=steps)
     learned, reference = module.state_dict(), plain.nets.state_dict()
     assert learned.keys() == reference.keys() and "duals.log_alpha" in reference

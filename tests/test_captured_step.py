@@ -113,7 +113,7 @@ def test_a_compiled_cdt_learner_trains_as_the_eager_one_does() -> None:
 
 
 def test_learners_whose_losses_have_side_effects_compile_only_their_forward_pass() -> None:
-    assert local_learner(_config("bearl", cost_limit=20, compile=True))._compiled_losses is None
+    assert local_learner(_config("cdt", compile=True))._compiled_losses is None
 
 
 @pytest.mark.cuda

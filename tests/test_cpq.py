@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from rllib_caps.algorithms.cpq.forward import CRITIC_GROUPS, TARGETS, cpq_training_outputs
+from rllib_caps.algorithms.cpq.forward import CRITIC_GROUPS, TARGETS, cpq_noise_shapes, cpq_training_outputs
 from rllib_caps.algorithms.cpq.keys import OOD_KL, QC_OOD
-from rllib_caps.algorithms.cpq.losses import CPQLossSettings, cpq_losses, ood_cost
+from rllib_caps.algorithms.cpq.losses import CPQLossSettings, cpq_losses, linear_quantile, ood_cost
 from rllib_caps.algorithms.registry import build_config
 from rllib_caps.algorithms.vae_actor_critic import keys as k
 from rllib_caps.algorithms.vae_actor_critic.nets import VAEActorCriticNets
+from rllib_caps.algorithms.vae_actor_critic.noise import standard_normal_draws
 from rllib_caps.algorithms.vae_actor_critic.vae import gaussian_kl
 from rllib_caps.bench import local_learner
 from rllib_caps.data import TransitionDataset, schema
@@ -32,6 +33,15 @@ def test_ood_cost_by_hand() -> None:
     assert inflated.tolist() == pytest.approx([(0 + 3) / 2, (2 + 0) / 2])
     inflated.sum().backward()
     assert qc.grad.tolist() == [[0.0, 0.5], [0.5, 0.0]]  # gradient only on the OOD samples' Q_c
+
+
+@pytest.mark.parametrize("q", [0.0, 0.3, 0.5, 0.75, 1.0])
+def test_linear_quantile_is_torchs_quantile(q: float) -> None:
+    values = torch.randn(101, generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(linear_quantile(values, q), torch.quantile(values, q), rtol=0, atol=1e-6)
+    members = torch.stack([values, 2 * values])  # vmapped over members: each member's own quantile
+    torch.testing.assert_close(torch.func.vmap(linear_quantile, in_dims=(0, None))(members, q),
+                               torch.quantile(members, q, dim=1), rtol=0, atol=1e-6)
 
 
 def settings(implementation: str) -> CPQLossSettings:
@@ -68,8 +78,9 @@ def test_the_inflation_has_a_gradient_only_in_the_paper_variant(implementation: 
     torch.manual_seed(0)
     nets = VAEActorCriticNets(obs_dim=8, act_dim=2, settings={"hidden": [16], "vae_hidden": [16], "num_samples": 4,
                               "implementation": implementation}, critic_groups=CRITIC_GROUPS, targets=TARGETS)
-    batch = TransitionDataset.from_parquet(BUNDLED).sample(32, torch.Generator().manual_seed(0))
-    fwd = cpq_training_outputs(nets, batch)
+    generator = torch.Generator().manual_seed(0)
+    batch = TransitionDataset.from_parquet(BUNDLED).sample(32, generator)
+    fwd = cpq_training_outputs(nets, batch | standard_normal_draws(cpq_noise_shapes(nets, 32), generator))
     assert fwd[QC_OOD].requires_grad == (implementation == "paper")
     losses, metrics, _ = cpq_losses(fwd, batch, settings(implementation))
     (losses["qc_loss"] - metrics["qc_regression"]).backward()  # the OOD term alone

@@ -37,16 +37,18 @@ def test_pack_auto_packs_gpu_trials_only_and_on_off_are_what_they_say() -> None:
 
 
 def test_packing_groups_seeds_and_kappas_and_leaves_the_other_algorithms_alone() -> None:
-    options = SweepOptions.of(algos=["caps", "bc-safe", "bearl"], tasks="BallCircle", seeds=[0, 10, 20], heads=[2, 4])
+    options = SweepOptions.of(algos=["caps", "bc-safe", "bearl", "cpq", "cdt"], tasks="BallCircle", seeds=[0, 10, 20],
+                              heads=[2, 4])
     variants = packed_variants(grid_variants(options, options.task_specs()), options.seeds)
     packed = [v for v in variants if MEMBERS in v]
-    assert [(v["algo"], v.get("num_heads")) for v in packed] == [("caps", 2), ("caps", 4), ("bc-safe", None)]
+    assert [(v["algo"], v.get("num_heads")) for v in packed] == [("caps", 2), ("caps", 4), ("bc-safe", None),
+                                                                 ("bearl", None), ("cpq", None)]
     assert [m["seed"] for m in packed[0][MEMBERS]] == [0, 10, 20]
     assert [member_name(m) for m in packed[2][MEMBERS]][:4] == ["kappa10_seed0", "kappa10_seed10", "kappa10_seed20",
                                                                 "kappa20_seed0"]
-    assert len(packed[2][MEMBERS]) == 9 and "cost_limit" not in packed[2]
-    alone = [v for v in variants if MEMBERS not in v]  # BEAR-Lag's multiplier state is a side effect of its step
-    assert {v["algo"] for v in alone} == {"bearl"} and len(alone) == 9
+    assert all(len(v[MEMBERS]) == 9 and "cost_limit" not in v for v in packed[2:])  # 3 κ × 3 seeds each
+    alone = [v for v in variants if MEMBERS not in v]  # CDT's step has side effects: no population
+    assert {v["algo"] for v in alone} == {"cdt"} and len(alone) == 3
     # A population of one is a trial alone.
     one = packed_variants(grid_variants(SweepOptions(seeds=[3]), SweepOptions().task_specs()), [3])
     assert one == [{"algo": "caps", "task": "BallCircle", "num_heads": 2, "backbone": "iql", "actor": "shared",

@@ -44,6 +44,13 @@ MEMBERS = {  # algorithm, settings shared by the members, and each member's own 
     "bc-safe-per-kappa": ("bc-safe", {}, [{"seed": 0, "cost_limit": 10}, {"seed": 0, "cost_limit": 20},
                                           {"seed": 10, "cost_limit": 40}]),
     "bc-all": ("bc-all", {}, [{"seed": 0}, {"seed": 10}]),
+    # BEAR-Lag and CPQ per κ: their multipliers' state is each member's own buffers, their noise each member's
+    # generator's, their κ the losses' q̄_c (a member tensor)
+    "bearl-per-kappa": ("bearl", {"vae_hidden": [16, 16]}, [{"seed": 0, "cost_limit": 10},
+                                                            {"seed": 0, "cost_limit": 40},
+                                                            {"seed": 10, "cost_limit": 20}]),
+    "cpq-per-kappa": ("cpq", {"vae_hidden": [16, 16]}, [{"seed": 0, "cost_limit": 10}, {"seed": 0, "cost_limit": 40},
+                                                        {"seed": 10, "cost_limit": 20}]),
 }
 
 
@@ -137,8 +144,8 @@ def test_only_the_hyperparameters_the_members_differ_in_become_their_tensors() -
 
 
 def test_an_algorithm_whose_losses_have_side_effects_cannot_form_a_population() -> None:
-    with pytest.raises(ValueError, match="BEARLTorchLearner computes its losses with side effects"):
-        Population.of_learners([_learner("bearl", 0, cost_limit=20), _learner("bearl", 1, cost_limit=20)])
+    with pytest.raises(ValueError, match="CDTTorchLearner computes its losses with side effects"):
+        Population.of_learners([_learner("cdt", 0), _learner("cdt", 1)])
 
 
 def test_cdt_whose_losses_are_pure_cannot_form_a_population_because_of_its_dropout() -> None:

@@ -33,7 +33,7 @@ def test_vae_shapes_clamps_and_prior_samples() -> None:
     torch.manual_seed(0)
     vae = ConditionalVAE(obs_dim=3, act_dim=2, hidden=[8, 8])
     obs, actions = torch.randn(5, 3), torch.rand(5, 2) * 2 - 1
-    recon, mean, std = vae(obs, actions)
+    recon, mean, std = vae(obs, actions, torch.randn(5, 4))
     assert recon.shape == (5, 2) and mean.shape == std.shape == (5, 4)  # latent 2|A|
     assert recon.abs().max() < 1.0
     with torch.no_grad():
@@ -41,7 +41,7 @@ def test_vae_shapes_clamps_and_prior_samples() -> None:
     assert vae.encode(obs, actions)[1].max().item() == pytest.approx(math.exp(15.0), rel=1e-5)  # log σ ≤ 15
     seen = []
     vae.decoder.register_forward_hook(lambda _m, inputs, _o: seen.append(inputs[0][..., 3:]))
-    assert vae.sample_raw(obs, 7).shape == (5, 7, 2)
+    assert vae.sample_raw(obs, torch.randn(5, 7, 4)).shape == (5, 7, 2)
     assert seen[0].abs().max().item() <= PRIOR_CLIP  # z ~ N(0, I) clipped to ±0.5
 
 

@@ -83,6 +83,16 @@ def forms_populations(learner_class: type) -> bool:
     return computes_pure_losses(learner_class) and learner_class.population_blocker is None
 
 
+def assign_state(buffers: Mapping[str, torch.Tensor], state_buffers: Mapping[str, str],
+                 terms: Mapping[str, torch.Tensor]) -> None:
+    """Copies each loss term named in ``state_buffers`` (term -> buffer name) into its buffer of ``buffers``: the
+    state that pure losses return (``OfflineSafeTorchLearner.STATE_BUFFERS``), written after the step, by a learner
+    into its module's buffers and by a population into its members' stacks."""
+    with torch.no_grad():
+        for term, name in state_buffers.items():
+            buffers[name].copy_(terms[term])
+
+
 def computes_pure_losses(learner_class: type) -> bool:
     """Whether the learner's loss step is the pure ``member_losses`` (learners whose step has side effects override
     ``compute_loss_for_module`` instead): what a population vmaps and a compiled learner compiles."""
@@ -108,6 +118,9 @@ class OfflineSafeTorchLearner(TorchLearner):
     """
 
     population_blocker: str | None = None  # why its pure losses still cannot train as a population (None: they can)
+    # loss term -> module buffer: state that the pure losses update (e.g. Lagrange multipliers), returned as detached
+    # terms (logged with the metrics) and written into the buffer after every step (``assign_state``)
+    STATE_BUFFERS: Mapping[str, str] = {}
 
     @override(Learner)
     def configure_optimizers(self) -> None:
@@ -271,7 +284,8 @@ class OfflineSafeTorchLearner(TorchLearner):
                       hyperparameters: Mapping[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
         """The named loss terms of one module's step, as a pure function of its forward outputs and minibatch: the
         RLlib step sums them (``compute_loss_for_module``), and a population (``rllib_caps.core.population``)
-        vmaps them over its members. Detached terms are metrics: logged with the losses, left out of the sum.
+        vmaps them over its members. Detached terms are metrics: logged with the losses, left out of the sum; those
+        named in ``STATE_BUFFERS`` are also the new values of module buffers.
         ``hyperparameters``: a member's own values of the config's ``member_hyperparameters`` (tensors), where a
         population's members differ in them; only configs that declare some get any. A learner whose step has
         side effects overrides ``compute_loss_for_module`` instead, and cannot train as a population."""
@@ -346,7 +360,8 @@ class OfflineSafeTorchLearner(TorchLearner):
 
     @override(TorchLearner)
     def apply_gradients(self, gradients_dict: ParamDict) -> None:
-        """The optimiser step, then the Polyak step (every gradient step, as the paper's τ assumes).
+        """The optimiser step, then the Polyak step (every gradient step, as the paper's τ assumes), then the losses'
+        new state into the module's buffers (``STATE_BUFFERS``).
 
         RLlib checks every parameter's gradient for NaN/inf with one device sync each; here ``all_finite`` checks
         them all at once (``OfflineSafeConfig`` sets ``torch_skip_nan_gradients`` so RLlib skips its own check),
@@ -367,6 +382,9 @@ class OfflineSafeTorchLearner(TorchLearner):
         else:
             super().apply_gradients(gradients_dict)
         self.polyak_update_targets()
+        if self.STATE_BUFFERS:  # the step's state terms, kept by record_losses
+            for module_id, terms in self._recorded_losses.items():
+                assign_state(dict(self.module[module_id].unwrapped().named_buffers()), self.STATE_BUFFERS, terms)
 
     def polyak_update_targets(self) -> None:
         """θ' ← τ θ + (1 − τ) θ' for every target net; called after every optimiser step."""

@@ -22,7 +22,7 @@ from ray.rllib.core.rl_module.apis import TargetNetworkAPI
 from torch import nn
 
 from rllib_caps.core.captured_step import NonFiniteSkip
-from rllib_caps.core.learner import computes_pure_losses, step_engine
+from rllib_caps.core.learner import assign_state, computes_pure_losses, step_engine
 from rllib_caps.core.losses import total_loss
 from rllib_caps.core.optim import adam
 from rllib_caps.core.precision import DEFAULT_MATMUL_PRECISION, autocast
@@ -86,20 +86,23 @@ class Population:
     ``(P, B, hidden)`` activations far fewer times than the eager ops;
     ``optimizer_groups`` maps an optimiser's name to (member 0's parameters it steps, learning rate), as the
     algorithm's learner registers them; ``target_pairs`` names each (online, target) submodule pair, whose targets
-    take a Polyak step with ``tau`` after every gradient step.
+    take a Polyak step with ``tau`` after every gradient step; ``state_buffers`` (loss term -> buffer name, the
+    learner's ``STATE_BUFFERS``) are buffers that take each member's value of their loss term after every step.
     """
 
     def __init__(self, members: Sequence[nn.Module], samplers: Sequence[Sampler], loss: MemberLoss, *,
                  optimizer_groups: Mapping[str, tuple[Sequence[nn.Parameter], float]], tau: float,
                  target_pairs: Sequence[tuple[str, str]], generators: Sequence[torch.Generator] = (),
                  hyperparameters: Mapping[str, torch.Tensor] | None = None, captured: bool = False,
-                 compile_backend: str | None = None, precision: str = DEFAULT_MATMUL_PRECISION) -> None:
+                 compile_backend: str | None = None, precision: str = DEFAULT_MATMUL_PRECISION,
+                 state_buffers: Mapping[str, str] | None = None) -> None:
         if len(members) != len(samplers) or not members:
             raise ValueError(f"a population needs one sampler per member, got {len(members)} members and "
                              f"{len(samplers)} samplers")
         self.members, self.samplers, self.tau, self.precision = list(members), list(samplers), tau, precision
         self.params, self.buffers = torch.func.stack_module_state(self.members)
         self.hyperparameters = dict(hyperparameters or {})
+        self.state_buffers = dict(state_buffers or {})
         self._share_storage()
         names = {id(p): name for name, p in self.members[0].named_parameters()}
         self.device = device = next(iter(self.params.values())).device
@@ -160,7 +163,8 @@ class Population:
                    generators=[learner._generator for learner in learners],
                    hyperparameters=member_hyperparameters(configs, first.device), captured=captured,
                    compile_backend=(config.torch_compile_learner_dynamo_backend if config.torch_compile_learner
-                                    else None), precision=config.matmul_precision)
+                                    else None), precision=config.matmul_precision,
+                   state_buffers=first.STATE_BUFFERS)
 
     def save_optimizer_states(self, learners: Sequence[Any]) -> None:
         """Writes each member's slice of the population's Adam states into its own learner's optimisers (the
@@ -211,7 +215,8 @@ class Population:
 
     def step(self, batch: dict[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
         """One gradient step of every member (on ``batch``, or a fresh ``sample()``): the vmapped losses, one
-        backward pass, the optimisers, then the Polyak step. Returns each loss term per member, shape ``(P,)``."""
+        backward pass, the optimisers, the Polyak step, then the members' new state (``state_buffers``). Returns
+        each loss term per member, shape ``(P,)``."""
         batch = self.sample() if batch is None else batch
         with autocast(self.precision, self.device):
             losses = self._losses(self.params, self.buffers, batch, self.hyperparameters)
@@ -225,6 +230,7 @@ class Population:
         with torch.no_grad():
             for online, target in self.target_pairs:
                 foreach_lerp_(target, online, self.tau)
+        assign_state(self.buffers, self.state_buffers, losses)
         return {name: term.detach() for name, term in losses.items()}
 
     def __call__(self, n: int) -> dict[str, torch.Tensor]:

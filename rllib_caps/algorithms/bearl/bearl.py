@@ -13,7 +13,8 @@ PID-Lagrangian multiplier (Stooke et al., ICML 2020) as OSRL builds it, trained 
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from ray.rllib.algorithms.algorithm_config import NotProvided
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
@@ -23,6 +24,9 @@ from rllib_caps.algorithms.bearl.losses import KERNELS, BEARLLossSettings
 from rllib_caps.algorithms.cost_limited.lagrangian import PIDGains
 from rllib_caps.algorithms.vae_actor_critic.vae_actor_critic import VAEActorCriticConfig
 from rllib_caps.core.offline import OfflineSafeAlgorithm
+
+if TYPE_CHECKING:
+    import torch
 
 
 class BEARLConfig(VAEActorCriticConfig):
@@ -54,11 +58,12 @@ class BEARLConfig(VAEActorCriticConfig):
         super().training(**kwargs)
         return self.set_provided(locals())
 
-    def loss_settings(self) -> BEARLLossSettings:
+    def loss_settings(self, hyperparameters: Mapping[str, torch.Tensor] | None = None) -> BEARLLossSettings:
+        """The losses' settings, with a population member's own q̄_c among ``hyperparameters`` (``cost_threshold``)."""
         return BEARLLossSettings(
             gamma=self.gamma, reward_scale=self.reward_scale, kl_weight=self.kl_weight, target_mix=self.target_mix,
             mmd_sigma=self.mmd_sigma, mmd_kernel=self.mmd_kernel, mmd_epsilon=self.mmd_epsilon,
-            pid=PIDGains(*self.pid_gains), alpha_lr=self.alpha_lr, cost_threshold=self.discounted_cost_limit,
+            pid=PIDGains(*self.pid_gains), alpha_lr=self.alpha_lr, cost_threshold=self.cost_threshold(hyperparameters),
             implementation=self.implementation, time_limit=self.time_limit,
         )
 

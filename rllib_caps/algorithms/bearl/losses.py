@@ -53,7 +53,7 @@ class BEARLLossSettings:
     mmd_epsilon: float
     pid: PIDGains
     alpha_lr: float
-    cost_threshold: float  # q̄_c
+    cost_threshold: float | torch.Tensor  # q̄_c; a tensor: a population member's own (its κ's)
     implementation: str
     time_limit: str
 
@@ -92,7 +92,7 @@ def bearl_losses(fwd_out: dict[str, torch.Tensor], batch: dict[str, torch.Tensor
         "actor_loss": actor,
     }
     metrics = {"mmd": divergence.mean(), "alpha": alpha, "cost_multiplier": multiplier, "qc_pi": qc_pi.mean(),
-               "cost_threshold": torch.as_tensor(s.cost_threshold)}
+               "cost_threshold": torch.zeros_like(error) + s.cost_threshold}
     state = {k.LOG_ALPHA: dual_log_step(fwd_out[k.LOG_ALPHA], (divergence - s.mmd_epsilon).mean().detach(),
                                         s.alpha_lr),
              k.PID_INTEGRAL: integral, k.PID_ERROR: error}

@@ -13,7 +13,8 @@ trained for one cost limit κ.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from ray.rllib.algorithms.algorithm_config import NotProvided
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
@@ -22,6 +23,9 @@ from ray.rllib.utils.annotations import override
 from rllib_caps.algorithms.cpq.losses import CPQLossSettings
 from rllib_caps.algorithms.vae_actor_critic.vae_actor_critic import VAEActorCriticConfig
 from rllib_caps.core.offline import OfflineSafeAlgorithm
+
+if TYPE_CHECKING:
+    import torch
 
 
 class CPQConfig(VAEActorCriticConfig):
@@ -51,11 +55,13 @@ class CPQConfig(VAEActorCriticConfig):
         super().training(**kwargs)
         return self.set_provided(locals())
 
-    def loss_settings(self) -> CPQLossSettings:
+    def loss_settings(self, hyperparameters: Mapping[str, torch.Tensor] | None = None) -> CPQLossSettings:
+        """The losses' settings, with a population member's own q̄_c among ``hyperparameters`` (``cost_threshold``)."""
         return CPQLossSettings(
             gamma=self.gamma, reward_scale=self.reward_scale, kl_weight=self.kl_weight,
             ood_quantile=self.ood_quantile, ood_cost_scale=self.ood_cost_scale, alpha_lr=self.alpha_lr,
-            cost_threshold=self.discounted_cost_limit, implementation=self.implementation, time_limit=self.time_limit,
+            cost_threshold=self.cost_threshold(hyperparameters), implementation=self.implementation,
+            time_limit=self.time_limit,
         )
 
     @override(VAEActorCriticConfig)

@@ -3,6 +3,7 @@ OSRL's choices; docs/baselines.md lists every choice and its OSRL/paper switch."
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -16,15 +17,25 @@ from rllib_caps.core.time_limit import episode_ends
 from rllib_caps.data import schema
 
 
+def linear_quantile(values: torch.Tensor, q: float) -> torch.Tensor:
+    """``torch.quantile(values, q)`` of a 1-D tensor (linear interpolation between the two nearest ranks) as one sort
+    and two static indices, so that it vmaps over a population's members (``torch.quantile`` has no batching rule)
+    and compiles into one graph."""
+    ordered = values.sort().values
+    rank = q * (values.numel() - 1)
+    below = math.floor(rank)
+    return torch.lerp(ordered[below], ordered[math.ceil(rank)], rank - below)
+
+
 def ood_cost(kl: torch.Tensor, qc: torch.Tensor, quantile: float) -> torch.Tensor:
     """CPQ's out-of-distribution cost: ``E_samples[1(KL ≥ q) Q_c]`` per state, where q is the ``quantile`` of the
     VAE-encoder KL over all samples of the batch (OSRL: 0.75). ``kl`` and ``qc`` have shape ``(N, B)``; returns
     ``(B,)``. Gradients flow through ``qc`` only."""
-    cutoff = torch.quantile(kl.detach().reshape(-1), quantile)
+    cutoff = linear_quantile(kl.detach().reshape(-1), quantile)
     return ((kl >= cutoff).to(qc.dtype) * qc).mean(0)
 
 
-def feasible(qc: torch.Tensor, threshold: float) -> torch.Tensor:
+def feasible(qc: torch.Tensor, threshold: float | torch.Tensor) -> torch.Tensor:
     """CPQ's safety indicator 1(Q_c ≤ q̄_c) as a float mask."""
     return (qc <= threshold).to(qc.dtype)
 
@@ -39,7 +50,7 @@ class CPQLossSettings:
     ood_quantile: float
     ood_cost_scale: float  # OSRL's qc_scalar: the OOD constraint's level is this × q̄_c
     alpha_lr: float
-    cost_threshold: float  # q̄_c
+    cost_threshold: float | torch.Tensor  # q̄_c; a tensor: a population member's own (its κ's)
     implementation: str
     time_limit: str
 
@@ -77,6 +88,6 @@ def cpq_losses(fwd_out: dict[str, torch.Tensor], batch: dict[str, torch.Tensor],
     metrics = {"qc_regression": cost_regression, "qc_ood": q_ood.detach(), "alpha": alpha,
                "qc_pi": fwd_out[k.QC_PI].mean(),
                "feasible_fraction": feasible(fwd_out[k.QC_PI], s.cost_threshold).mean(),
-               "cost_threshold": torch.as_tensor(s.cost_threshold)}
+               "cost_threshold": torch.zeros_like(q_ood) + s.cost_threshold}
     state = {k.LOG_ALPHA: dual_log_step(fwd_out[k.LOG_ALPHA], (level - q_ood).detach(), s.alpha_lr)}
     return losses, metrics, state

@@ -32,16 +32,19 @@ class ConditionalVAE(nn.Module):
         """The decoder's pre-tanh output D(s, z)."""
         return self.decoder(torch.cat([obs, z], dim=-1))
 
-    def forward(self, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Reconstruction tanh(D(s, z)) with z = μ + σ ε (reparameterised), and (μ, σ)."""
+    def forward(self, obs: torch.Tensor, actions: torch.Tensor, noise: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Reconstruction tanh(D(s, z)) with z = μ + σ ε (reparameterised; ε is ``noise``, standard normal, shaped
+        as μ), and (μ, σ)."""
         mean, std = self.encode(obs, actions)
-        z = mean + std * torch.randn_like(std)
+        z = mean + std * noise
         return torch.tanh(self.decode_raw(obs, z)), mean, std
 
-    def sample_raw(self, obs: torch.Tensor, num_samples: int) -> torch.Tensor:
-        """``num_samples`` pre-tanh behaviour actions per state from the clipped prior, shape ``(B, N, |A|)``."""
-        z = torch.randn(obs.shape[0], num_samples, self.latent_dim, device=obs.device).clamp(-PRIOR_CLIP, PRIOR_CLIP)
-        return self.decode_raw(obs.unsqueeze(1).expand(-1, num_samples, -1), z)
+    def sample_raw(self, obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        """Pre-tanh behaviour actions from the clipped prior, one per latent of ``noise`` (standard normal,
+        ``(B, N, 2|A|)``), shape ``(B, N, |A|)``."""
+        z = noise.clamp(-PRIOR_CLIP, PRIOR_CLIP)
+        return self.decode_raw(obs.unsqueeze(1).expand(-1, noise.shape[1], -1), z)
 
 
 def gaussian_kl(mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:

@@ -3,29 +3,32 @@ critic ensembles with targets, Lagrange multipliers kept as module buffers, trai
 
 ``VAEActorCriticConfig`` holds their shared settings, ``VAEActorCriticTorchModule`` their networks and the
 deterministic act-time forward (tanh μ: a per-threshold agent needs no budget bookkeeping), and
-``VAEActorCriticTorchLearner`` their optimisers and the loop around each algorithm's pure loss function.
+``VAEActorCriticTorchLearner`` their optimisers, the step's noise and each algorithm's pure loss function, so that
+trials per seed and κ train as one population.
 """
 
 from __future__ import annotations
 
 import abc
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
 from ray.rllib.algorithms.algorithm_config import NotProvided
+from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.core.learner.utils import make_target_network
 from ray.rllib.core.rl_module.apis import InferenceOnlyAPI, TargetNetworkAPI
 from ray.rllib.core.rl_module.torch import TorchRLModule
 from ray.rllib.utils.annotations import override
-from ray.rllib.utils.typing import ModuleID, TensorType
+from ray.rllib.utils.typing import ModuleID
 from torch import nn
 
 from rllib_caps.algorithms.cost_limited.cost_limited import CostLimitedConfig
 from rllib_caps.algorithms.vae_actor_critic.nets import add_networks
+from rllib_caps.algorithms.vae_actor_critic.noise import standard_normal_draws
 from rllib_caps.core.learner import OfflineSafeTorchLearner
 from rllib_caps.core.torch_rl_module import OfflineTorchRLModule
 from rllib_caps.utils.smoke import smoke_test
@@ -96,6 +99,15 @@ class VAEActorCriticConfig(CostLimitedConfig):
             "implementation": self.implementation,
         }
 
+    @override(CostLimitedConfig)
+    def member_hyperparameters(self) -> dict[str, Any]:
+        """Members of one population trained for different κ differ in the losses' q̄_c."""
+        return {"discounted_cost_limit": self.discounted_cost_limit}
+
+    def cost_threshold(self, hyperparameters: Mapping[str, torch.Tensor] | None = None) -> float | torch.Tensor:
+        """The losses' q̄_c: a population member's own (its tensor among ``hyperparameters``), else the config's."""
+        return (hyperparameters or {}).get("discounted_cost_limit", self.discounted_cost_limit)
+
 
 class VAEActorCriticTorchModule(OfflineTorchRLModule, InferenceOnlyAPI, TargetNetworkAPI, abc.ABC):
     """The family's networks (``vae_actor_critic_nets.add_networks``): actor, VAE, reward and cost ``QEnsemble``s of
@@ -150,17 +162,21 @@ class VAEActorCriticTorchModule(OfflineTorchRLModule, InferenceOnlyAPI, TargetNe
 
 
 class VAEActorCriticTorchLearner(OfflineSafeTorchLearner):
-    """One Adam per network (actor, VAE, reward and cost critics) and the algorithm's pure loss function.
+    """One Adam per network (actor, VAE, reward and cost critics), the step's noise drawn with its minibatch, and the
+    algorithm's pure loss function.
 
     Critics enter the actor's loss with frozen parameters (``core.nets.frozen_call``) and every other cross term
     is detached, so TorchLearner's single backward pass on the sum gives each network its own loss's gradient.
     All four networks step at once on this step's batch: the actor sees the critics as they were before this
     step's critic update, where OSRL updates VAE → critics → actor in sequence (docs/baselines.md). The
-    multipliers' new state is written to the module's buffers.
+    multipliers' new state is returned with the losses and written to the module's buffers after the step
+    (``STATE_BUFFERS``), so a population keeps each member's own.
     """
 
     # (fwd_out, batch, settings) -> (losses per optimiser, metrics, new multiplier state); set by each algorithm.
     LOSS_FUNCTION: Callable[..., tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], dict[str, torch.Tensor]]]
+    # (module, batch size) -> the step's standard-normal batch columns and their shapes; set by each algorithm.
+    NOISE_SHAPES: Callable[[Any, int], dict[str, tuple[int, ...]]]
 
     @override(TorchLearner)
     def configure_optimizers_for_module(self, module_id: ModuleID, config: Any = None) -> None:
@@ -169,10 +185,18 @@ class VAEActorCriticTorchLearner(OfflineSafeTorchLearner):
                   "qr": (module.qr, config.critic_lr), "qc": (module.qc, config.critic_lr)}
         self.register_adam_optimizers(module_id, groups)
 
-    @override(TorchLearner)
-    def compute_loss_for_module(self, *, module_id: ModuleID, config: Any, batch: dict,
-                                fwd_out: dict) -> TensorType:
-        losses, metrics, state = self.LOSS_FUNCTION(fwd_out, batch, config.loss_settings())
-        self.module[module_id].unwrapped().duals.assign(**state)
-        self.record_losses(module_id, losses | metrics)
-        return sum(losses.values())
+    @override(OfflineSafeTorchLearner)
+    def draw_extras(self, batch_size: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
+        return standard_normal_draws(self.NOISE_SHAPES(self.module[DEFAULT_MODULE_ID].unwrapped(), batch_size),
+                                     generator)
+
+    @override(OfflineSafeTorchLearner)
+    def member_losses(self, fwd_out: dict, batch: dict, config: Any,
+                      hyperparameters: Mapping[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
+        losses, metrics, state = self.LOSS_FUNCTION(fwd_out, batch, config.loss_settings(hyperparameters))
+        return losses | {name: value.detach() for name, value in (metrics | state).items()}  # logged, not minimised
+
+
+def multiplier_buffers(*names: str) -> dict[str, str]:
+    """``STATE_BUFFERS`` of the multipliers' state ``names`` (``MultiplierState``'s buffers, ``duals.<name>``)."""
+    return {name: f"duals.{name}" for name in names}
