@@ -308,7 +308,7 @@ def project_grid(args: argparse.Namespace, data: Path) -> list[dict[str, Any]]:
         speed = measure_algorithm(name, args, data, None)
         try:
             packed = measure_algorithm(name, args, data, trials_per_task)
-        except ValueError:  # its losses have side effects: no population (rllib_caps.core.population)
+        except ValueError:  # a population_blocker (CDT: its dropout; rllib_caps.core.population)
             packed = None
         rows.append({"algorithm": name, "trials": trials_per_task * len(TASKS), "gradient_steps": steps,
                      "steps_per_s": speed, "population": trials_per_task, "population_member_steps_per_s": packed,

@@ -112,10 +112,6 @@ def test_a_compiled_cdt_learner_trains_as_the_eager_one_does() -> None:
     _assert_trains_as_the_eager_learner("cdt", {"compile": True, "compile_backend": "aot_eager", **TINY_CDT}, {})
 
 
-def test_learners_whose_losses_have_side_effects_compile_only_their_forward_pass() -> None:
-    assert local_learner(_config("cdt", compile=True))._compiled_losses is None
-
-
 @pytest.mark.cuda
 @pytest.mark.parametrize("algo, settings", COMPILABLE, ids=[f"{a}-{'-'.join(map(str, s.values()))}"
                                                              for a, s in COMPILABLE])

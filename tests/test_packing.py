@@ -47,7 +47,7 @@ def test_packing_groups_seeds_and_kappas_and_leaves_the_other_algorithms_alone()
     assert [member_name(m) for m in packed[2][MEMBERS]][:4] == ["kappa10_seed0", "kappa10_seed10", "kappa10_seed20",
                                                                 "kappa20_seed0"]
     assert all(len(v[MEMBERS]) == 9 and "cost_limit" not in v for v in packed[2:])  # 3 κ × 3 seeds each
-    alone = [v for v in variants if MEMBERS not in v]  # CDT's step has side effects: no population
+    alone = [v for v in variants if MEMBERS not in v]  # CDT's dropout: no population (population_blocker)
     assert {v["algo"] for v in alone} == {"cdt"} and len(alone) == 3
     # A population of one is a trial alone.
     one = packed_variants(grid_variants(SweepOptions(seeds=[3]), SweepOptions().task_specs()), [3])

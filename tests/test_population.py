@@ -143,11 +143,6 @@ def test_only_the_hyperparameters_the_members_differ_in_become_their_tensors() -
     assert Population.of_learners([_learner("caps", s, heads=2) for s in (0, 1)]).hyperparameters == {}
 
 
-def test_an_algorithm_whose_losses_have_side_effects_cannot_form_a_population() -> None:
-    with pytest.raises(ValueError, match="CDTTorchLearner computes its losses with side effects"):
-        Population.of_learners([_learner("cdt", 0), _learner("cdt", 1)])
-
-
 def test_cdt_whose_losses_are_pure_cannot_form_a_population_because_of_its_dropout() -> None:
     from rllib_caps.sweeps.packing import packable
 

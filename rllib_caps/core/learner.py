@@ -78,9 +78,9 @@ def _repeat(step: Callable[[], Output], n: int) -> Output:
 
 
 def forms_populations(learner_class: type) -> bool:
-    """Whether the learner's trials can train as one population: its losses are pure (``computes_pure_losses``)
-    and nothing else in its step stands in the way (its ``population_blocker``)."""
-    return computes_pure_losses(learner_class) and learner_class.population_blocker is None
+    """Whether the learner's trials can train as one population: nothing in its step stands in the way (its
+    ``population_blocker``; every learner's losses are the pure ``member_losses`` a population vmaps)."""
+    return learner_class.population_blocker is None
 
 
 def assign_state(buffers: Mapping[str, torch.Tensor], state_buffers: Mapping[str, str],
@@ -91,12 +91,6 @@ def assign_state(buffers: Mapping[str, torch.Tensor], state_buffers: Mapping[str
     with torch.no_grad():
         for term, name in state_buffers.items():
             buffers[name].copy_(terms[term])
-
-
-def computes_pure_losses(learner_class: type) -> bool:
-    """Whether the learner's loss step is the pure ``member_losses`` (learners whose step has side effects override
-    ``compute_loss_for_module`` instead): what a population vmaps and a compiled learner compiles."""
-    return learner_class.member_losses is not OfflineSafeTorchLearner.member_losses
 
 
 @route_update_step
@@ -110,8 +104,9 @@ class OfflineSafeTorchLearner(TorchLearner):
 
     An algorithm's learner gives its optimisers (``configure_optimizers_for_module``, with
     ``register_adam_optimizers``) and its losses: the pure ``member_losses`` (what a compiled learner compiles and
-    a population vmaps), or, where its step has side effects, ``compute_loss_for_module``. Loss terms are logged
-    once per ``Learner.update`` call (the last step's: RLlib's window of 1 keeps only that one anyway).
+    a population vmaps; state they update, such as Lagrange multipliers, they return: ``STATE_BUFFERS``). Loss
+    terms are logged once per ``Learner.update`` call (the last step's: RLlib's window of 1 keeps only that one
+    anyway).
 
     With ``captures_steps`` the steps replay a captured CUDA graph, and the optimisers are fused Adams that skip a
     step whose gradients are not finite (counted on the device, reported once per update call).
@@ -267,10 +262,9 @@ class OfflineSafeTorchLearner(TorchLearner):
     @functools.cached_property
     def _compiled_losses(self) -> Callable[[dict], dict[str, torch.Tensor]] | None:
         """``module_losses`` compiled as one program (``fullgraph``, static shapes) when the config asks for
-        ``torch_compile_learner``, the losses are pure (``computes_pure_losses``) and one learner trains; None
+        ``torch_compile_learner`` and one learner trains; None
         otherwise, where RLlib's compile of ``forward_train`` alone applies (DDP-wrapped modules break graphs)."""
-        if not (self.config.torch_compile_learner and computes_pure_losses(type(self))
-                and self.config.num_learners <= 1):
+        if not (self.config.torch_compile_learner and self.config.num_learners <= 1):
             return None
         module = self.module[DEFAULT_MODULE_ID]
         config = self.config.get_config_for_module(DEFAULT_MODULE_ID)
@@ -287,9 +281,9 @@ class OfflineSafeTorchLearner(TorchLearner):
         vmaps them over its members. Detached terms are metrics: logged with the losses, left out of the sum; those
         named in ``STATE_BUFFERS`` are also the new values of module buffers.
         ``hyperparameters``: a member's own values of the config's ``member_hyperparameters`` (tensors), where a
-        population's members differ in them; only configs that declare some get any. A learner whose step has
-        side effects overrides ``compute_loss_for_module`` instead, and cannot train as a population."""
-        raise NotImplementedError(f"{type(self).__name__} computes its losses in compute_loss_for_module")
+        population's members differ in them; only configs that declare some get any. Every algorithm's learner
+        defines it."""
+        raise NotImplementedError(f"{type(self).__name__} must define member_losses, its step's loss terms")
 
     def module_losses(self, module: torch.nn.Module, batch: dict,
                       hyperparameters: Mapping[str, torch.Tensor] | None = None, *, config: Any

@@ -22,7 +22,7 @@ from ray.rllib.core.rl_module.apis import TargetNetworkAPI
 from torch import nn
 
 from rllib_caps.core.captured_step import NonFiniteSkip
-from rllib_caps.core.learner import assign_state, computes_pure_losses, step_engine
+from rllib_caps.core.learner import assign_state, step_engine
 from rllib_caps.core.losses import total_loss
 from rllib_caps.core.optim import adam
 from rllib_caps.core.precision import DEFAULT_MATMUL_PRECISION, autocast
@@ -136,9 +136,6 @@ class Population:
         (``rllib_caps.core.captured_step``); the config's ``torch_compile_learner`` compiles its losses
         (``compiled``)."""
         first = learners[0]
-        if not computes_pure_losses(type(first)):
-            raise ValueError(f"{type(first).__name__} computes its losses with side effects (no member_losses): it "
-                             "cannot train as a population")
         if type(first).population_blocker:
             raise ValueError(f"{type(first).__name__} cannot train as a population: {type(first).population_blocker}")
         configs = [learner.config.get_config_for_module(DEFAULT_MODULE_ID) for learner in learners]

@@ -67,8 +67,8 @@ def samples_per_population(options: SweepOptions, concurrency: int, cluster_cpus
 
 
 def packable(algo: str) -> bool:
-    """Whether ``algo``'s trials can train as a population (``forms_populations``: its learner's loss step is pure,
-    and nothing else blocks it)."""
+    """Whether ``algo``'s trials can train as a population (``forms_populations``: nothing in its learner's step
+    blocks it)."""
     return forms_populations(get_algorithm(algo).config_class().get_default_learner_class())
 
 
