@@ -77,7 +77,7 @@ def _assert_trains_as_the_eager_learner(algo: str, settings: dict, device: dict)
     module, reference = other.module["default_policy"], eager.module["default_policy"]
     module.load_state_dict(reference.state_dict())  # the same start, targets included
     initial = {name: value.clone() for name, value in module.state_dict().items()}
-    for learner in (eager, other):  # the baselines' forward passes draw noise from torch's global generator
+    for learner in (eager, other):  # CDT's dropout draws from torch's global generator
         torch.manual_seed(0)
         learner.update_from_dataset(num_updates=steps)
     learned, expected = module.state_dict(), reference.state_dict()
