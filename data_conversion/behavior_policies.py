@@ -4,7 +4,7 @@
 episode cost (PPO-Lagrangian: the penalty is a multiplier updated after every iteration from the
 measured episode cost, `data_conversion.lagrangian`), optionally from another run's final weights (a warm
 start), and keeps frozen copies of its policy at evenly spaced points of training, optionally also on disk
-(`save_snapshot`). A `GaussianPolicy` acts with a snapshot
+(`save_snapshot`; `load_snapshots` reads a directory of them back). A `GaussianPolicy` acts with a snapshot
 outside Ray, drawing every random number from a caller-supplied NumPy generator, so rollouts of the
 same snapshots are reproducible.
 
@@ -40,6 +40,7 @@ RAY_INIT_ATTEMPTS = 3
 HIDDEN = (64, 64)  # small separate actor and critic MLPs
 BATCH_SIZE = 4000  # PPO env steps per training iteration (less on tiny budgets)
 ENVS = 8  # vectorised envs in the local env runner (one batched forward pass per step)
+SNAPSHOT_META = "snapshot.json"  # written by `save_snapshot` beside RLlib's module files
 class PenalizedCost(gymnasium.Wrapper):
     """Replaces the reward by ``reward - penalty * info["cost"]`` (the Lagrangian at the current `penalty`,
     which the trainer may change between iterations) and records each finished episode's cost return."""
@@ -270,7 +271,39 @@ def save_snapshot(snapshot: Snapshot, directory: Path) -> Path:
     shutil.rmtree(partial, ignore_errors=True)
     snapshot.module.save_to_path(partial)
     meta = {"penalty": snapshot.penalty, "target_cost": snapshot.target_cost, "env_steps": snapshot.env_steps}
-    (partial / "snapshot.json").write_text(json.dumps(meta) + "\n")
+    (partial / SNAPSHOT_META).write_text(json.dumps(meta) + "\n")
     shutil.rmtree(path, ignore_errors=True)
     partial.rename(path)
     return path
+
+
+def load_snapshots(directory: Path) -> list[Snapshot]:
+    """Every snapshot `save_snapshot` wrote under `directory`, in the collector's order: the fixed penalties, then
+    the target costs, each by ascending value, then by env steps. That is the order a collection listed its
+    ``--penalties`` and ``--target-costs`` in when it gave them ascending, so rolling the snapshots out again with the
+    same seed reproduces its episodes. RLlib's module files are pickles, which run code when loaded: load only
+    directories you wrote. ValueError naming the directory or file at fault."""
+    import json
+
+    from ray.rllib.core.rl_module.rl_module import RLModule
+
+    directory = Path(directory).absolute()  # RLlib reads a relative path as a URI
+    if not directory.is_dir():
+        raise ValueError(f"{directory}: not a directory of behaviour policy snapshots")
+    found: list[tuple[Path, float, int, float | None]] = []
+    for meta_file in sorted(directory.glob(f"*/{SNAPSHOT_META}")):
+        if meta_file.parent.name.endswith(".partial"):
+            continue  # an interrupted save
+        try:
+            meta = json.loads(meta_file.read_text())
+            target = None if meta["target_cost"] is None else float(meta["target_cost"])
+            found.append((meta_file.parent, float(meta["penalty"]), int(meta["env_steps"]), target))
+        except (OSError, ValueError, TypeError, KeyError) as err:
+            raise ValueError(f"{meta_file}: not a snapshot description ({type(err).__name__}: {err})") from None
+    if not found:
+        raise ValueError(f"{directory}: holds no snapshot (no */{SNAPSHOT_META}; collect --snapshot-dir writes them)")
+    found.sort(key=lambda s: (s[3] is not None, s[1] if s[3] is None else s[3], s[2]))
+    return [
+        Snapshot(penalty, steps, RLModule.from_checkpoint(path).eval(), target)
+        for path, penalty, steps, target in found
+    ]

@@ -37,6 +37,9 @@ training is seeded too (RLlib seed, one torch thread, no env-runner processes) a
 bit-identical across runs on CPU here, but RLlib does not guarantee it across machines, library
 versions or thread counts.
 
+``--from-snapshots DIR`` skips step 1 and rolls out the snapshots an earlier ``--snapshot-dir DIR`` saved
+(`data_conversion.behavior_policies.load_snapshots`), for example to collect more episodes from the same policies.
+
 Example (the bundled dataset; see datasets/sources/README.md)::
 
     python -m data_conversion.collect --task BallCircle --out datasets/sources/BallCircle.hdf5
@@ -71,6 +74,8 @@ logger = logging.getLogger(__name__)
 
 NOISE_LEVELS = (0.0, 0.1, 0.3)  # std of the extra action noise (normalised units), cycled per episode
 LOCKSTEP = 16  # envs stepped together by one batched policy call (about 30 MB each for Bullet)
+TRAINING_DESTS = ("penalties", "target_costs", "snapshot_dir", "gamma", "ppo_config", "warm_start", "warm_start_steps",
+                  "train_steps", "snapshots")  # parse_args' destinations of the flags that shape training alone
 FILTER_STREAM = 2**31 - 1  # seed-sequence entry of the grid filter's generator (no snapshot has it)
 
 
@@ -253,9 +258,8 @@ class Summary:
     reward_range: tuple[float, float]
 
 
-def build_dataset(
+def train_behaviour_policies(
     task: TaskSpec,
-    out: Path | str,
     *,
     penalties: Sequence[float],
     target_costs: Sequence[float] = (),
@@ -265,18 +269,12 @@ def build_dataset(
     warm_start_steps: int | None = None,
     train_steps: int,
     snapshots: int,
-    episodes_per_snapshot: int,
     seed: int,
-    bins: tuple[int, int],
-    max_episodes: int,
-    plot: Path | None,
-    dataset_format: str = "hdf5",
-) -> Summary:
-    """Train the behaviour policies, roll them out, grid-filter the episodes, write the HDF5 file `out` (or, with
-    `dataset_format` ``minari``, record them as the Minari dataset `out` under the current Minari root) and the card
-    (unless `plot` is None). `ppo` overrides PPO's settings (`data_conversion.ppo_settings`); with `warm_start`,
-    the λ = 0 run trains first and every other run begins from its final weights (`warm_start_order`), for
-    `warm_start_steps` env steps (default `train_steps`)."""
+) -> list[Snapshot]:
+    """Step 1: train PPO at each penalty, then as a Lagrangian at each target cost, and return every run's
+    `snapshots` policies in that order (also saved under `snapshot_dir`, if given). `ppo` overrides PPO's settings
+    (`data_conversion.ppo_settings`); with `warm_start`, the λ = 0 run trains first and every other run begins from its
+    final weights (`warm_start_order`), for `warm_start_steps` env steps (default `train_steps`)."""
     from data_conversion.behavior_policies import ensure_ray, train_snapshots
 
     runs = [(seed + 1000 * k, penalty, None) for k, penalty in enumerate(penalties)]
@@ -309,7 +307,24 @@ def build_dataset(
             import ray
 
             ray.shutdown()
-    policies = [snapshot for k in range(len(runs)) for snapshot in trained[k]]
+    return [snapshot for k in range(len(runs)) for snapshot in trained[k]]
+
+
+def build_dataset(
+    task: TaskSpec,
+    out: Path | str,
+    policies: Sequence[Snapshot],
+    *,
+    episodes_per_snapshot: int,
+    seed: int,
+    bins: tuple[int, int],
+    max_episodes: int,
+    plot: Path | None,
+    dataset_format: str = "hdf5",
+) -> Summary:
+    """Steps 2 to 4: roll the behaviour `policies` out, grid-filter the episodes, write the HDF5 file `out` (or, with
+    `dataset_format` ``minari``, record them as the Minari dataset `out` under the current Minari root) and the card
+    (unless `plot` is None)."""
     episodes = collect_episodes(task, policies, episodes_per_snapshot, seed)
     costs = np.array([e.cost_return for e in episodes])
     rewards = np.array([e.reward_return for e in episodes])
@@ -319,10 +334,14 @@ def build_dataset(
     if dataset_format == "minari":
         from data_conversion.minari_write import record_replays
 
-        record_replays(task, [(episodes[i].seed, episodes[i].arrays) for i in kept], str(out),
-                       algorithm_name=f"data_conversion.collect: PPO behaviour policies at cost penalties "
-                                      f"{', '.join(f'{p:g}' for p in penalties)}, {snapshots} snapshots each, "
-                                      f"rolled out with noise, grid-filtered (seed {seed})")
+        behaviours = ", ".join(dict.fromkeys(snapshot.label for snapshot in policies))
+        record_replays(
+            task,
+            [(episodes[i].seed, episodes[i].arrays) for i in kept],
+            str(out),
+            algorithm_name=f"data_conversion.collect: {len(policies)} PPO behaviour policy snapshots "
+            f"({behaviours}), rolled out with noise, grid-filtered (seed {seed})",
+        )
     else:
         write_dsrl_hdf5(out, arrays)
     if plot is not None:
@@ -385,6 +404,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--snapshot-dir", type=Path, help="also save every behaviour policy snapshot here (RLlib)")
     parser.add_argument(
+        "--from-snapshots",
+        type=Path,
+        metavar="DIR",
+        help="train nothing: roll out the snapshots an earlier --snapshot-dir DIR saved (penalties, then target costs, "
+        "each ascending; with that run's --seed and --episodes-per-snapshot this reproduces its episodes). RLlib's "
+        "snapshot files are pickles: give only a directory you wrote",
+    )
+    parser.add_argument(
         "--gamma", type=float, help="PPO's discount [0.99] (Swimmer needs about 0.9999); short for --ppo-config gamma=G"
     )
     parser.add_argument(
@@ -439,6 +466,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         if "gamma" in args.ppo:
             parser.error("--gamma and --ppo-config gamma=...: give one")
         args.ppo["gamma"] = args.gamma
+    if args.from_snapshots is not None:
+        defaults = parser.parse_args([])  # with the types applied, as `args` has them
+        training = [f"--{d.replace('_', '-')}" for d in TRAINING_DESTS if getattr(args, d) != getattr(defaults, d)]
+        if training:
+            parser.error(f"--from-snapshots trains nothing, so {', '.join(training)} would be ignored: drop them")
     if args.warm_start_steps is not None and not args.warm_start:
         parser.error("--warm-start-steps needs --warm-start")
     if args.warm_start:
@@ -454,37 +486,52 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         task = get_task(args.task)
+        policies = None if args.from_snapshots is None else _load_snapshots(args.from_snapshots)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if args.dataset_format == "minari":
-        return _collect_minari(args, task)
+        return _collect_minari(args, task, policies)
     plot = args.plot or args.out.with_suffix(".png")
     start = time.monotonic()
     try:  # both outputs claimed (refused if they exist without --force, or are being written) before any work
         with atomic_files(args.out, plot, force=args.force) as (out_tmp, plot_tmp):
-            summary = build_dataset(
-                task,
-                out_tmp,
-                penalties=args.penalties,
-                target_costs=args.target_costs,
-                snapshot_dir=args.snapshot_dir,
-                ppo=args.ppo,
-                warm_start=args.warm_start,
-                warm_start_steps=args.warm_start_steps,
-                train_steps=args.train_steps,
-                snapshots=args.snapshots,
-                episodes_per_snapshot=args.episodes_per_snapshot,
-                seed=args.seed,
-                bins=tuple(args.bins),
-                max_episodes=args.max_episodes,
-                plot=plot_tmp,
-            )
+            summary = _build(args, task, policies, out_tmp, plot_tmp, "hdf5")
     except (OutputExistsError, OutputNotWritableError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1 if isinstance(err, OutputExistsError) else 2
     _report(replace(summary, out=args.out, plot=plot), start)
     return 0
+
+
+def _load_snapshots(directory: Path) -> list[Snapshot]:
+    """``--from-snapshots``: read before any output is claimed, so a bad directory fails at once."""
+    from data_conversion.behavior_policies import load_snapshots
+
+    policies = load_snapshots(directory)
+    logger.info("loaded %d behaviour policy snapshots from %s", len(policies), directory)
+    return policies
+
+
+def _build(
+    args: argparse.Namespace,
+    task: TaskSpec,
+    policies: list[Snapshot] | None,
+    out: Path | str,
+    plot: Path | None,
+    dataset_format: str,
+) -> Summary:
+    """The dataset from the command line: the behaviour policies trained (unless ``--from-snapshots`` gave
+    `policies`), then `build_dataset`."""
+    if policies is None:
+        policies = train_behaviour_policies(
+            task, penalties=args.penalties, target_costs=args.target_costs, snapshot_dir=args.snapshot_dir,
+            ppo=args.ppo, warm_start=args.warm_start, warm_start_steps=args.warm_start_steps,
+            train_steps=args.train_steps, snapshots=args.snapshots, seed=args.seed,
+        )  # fmt: skip
+    return build_dataset(task, out, policies, episodes_per_snapshot=args.episodes_per_snapshot, seed=args.seed,
+                         bins=tuple(args.bins), max_episodes=args.max_episodes, plot=plot,
+                         dataset_format=dataset_format)  # fmt: skip
 
 
 def _report(summary: Summary, start: float) -> None:
@@ -497,7 +544,7 @@ def _report(summary: Summary, start: float) -> None:
     )
 
 
-def _collect_minari(args: argparse.Namespace, task: TaskSpec) -> int:
+def _collect_minari(args: argparse.Namespace, task: TaskSpec, policies: list[Snapshot] | None) -> int:
     """``main`` for ``--format minari``: the Minari dataset (and the card, with ``--plot``) claimed before any work."""
     from contextlib import ExitStack
 
@@ -509,12 +556,7 @@ def _collect_minari(args: argparse.Namespace, task: TaskSpec) -> int:
         with ExitStack() as outputs:
             plot_tmp = outputs.enter_context(atomic_files(args.plot, force=args.force))[0] if args.plot else None
             outputs.enter_context(minari_output(args.dataset_id, command="data_conversion.collect", force=args.force))
-            summary = build_dataset(task, args.dataset_id, penalties=args.penalties, ppo=args.ppo,
-                                    warm_start=args.warm_start, warm_start_steps=args.warm_start_steps,
-                                    train_steps=args.train_steps,
-                                    snapshots=args.snapshots, episodes_per_snapshot=args.episodes_per_snapshot,
-                                    seed=args.seed, bins=tuple(args.bins), max_episodes=args.max_episodes,
-                                    plot=plot_tmp, dataset_format="minari")
+            summary = _build(args, task, policies, args.dataset_id, plot_tmp, "minari")
     except (OutputExistsError, OutputNotWritableError, DatasetError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -120,6 +120,25 @@ def test_a_snapshot_saves_under_a_relative_directory(
 
 
 @pytest.mark.slow
+def test_rolling_the_saved_snapshots_out_again_reproduces_the_file(runs: list[Path], tmp_path: Path) -> None:
+    again = tmp_path / "again.hdf5"
+    rollout_flags = ["--task", "BallCircle", "--episodes-per-snapshot", "3", "--seed", "7"]
+    assert main([*rollout_flags, "--from-snapshots", str(runs[0].parent / "snapshots"), "--out", str(again)]) == 0
+    a, b = _read(runs[0]), _read(again)
+    for key in KEYS:
+        np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+
+
+def test_a_directory_without_snapshots_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "stray").mkdir()
+    out = tmp_path / "never.hdf5"
+    assert main(["--from-snapshots", str(tmp_path), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path}: holds no snapshot" in err and "--snapshot-dir" in err
+    assert not out.exists()
+
+
+@pytest.mark.slow
 def test_dsrl_loader_accepts_file(runs: list[Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     # dsrl's package import fails on its Safety-Gymnasium/MetaDrive envs under gymnasium 1.x and says so
     # unless told to be quiet; its Bullet envs, registered first, work.
@@ -207,6 +226,8 @@ def test_warm_start_trains_the_unpenalised_run_first() -> None:
         (["--ppo-config", "lr=fast"], "'lr=fast': could not convert"),
         (["--ppo-config", "use_kl_loss=yes"], "expected true or false"),
         (["--gamma", "0.99", "--ppo-config", "gamma=0.9"], "--gamma and --ppo-config gamma=...: give one"),
+        (["--from-snapshots", "s", "--penalties", "1", "--warm-start"],
+         "--from-snapshots trains nothing, so --penalties, --warm-start would be ignored: drop them"),
     ],
 )
 def test_bad_ppo_flags_are_refused(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
