@@ -260,6 +260,17 @@ def test_collect_says_which_output_each_format_writes(capsys: pytest.CaptureFixt
 
 
 @pytest.mark.slow
+def test_a_minari_collection_trains_its_target_costs(ray_session: object, minari_root: Path) -> None:
+    """--format minari trains what --format hdf5 does: the target costs' Lagrangian runs too."""
+    dataset_id = "rllib-caps/BallCircle/lagrangian-v0"
+    assert collect_main(["--task", "BallCircle", "--format", "minari", "--dataset-id", dataset_id, "--penalties", "0",
+                         "--target-costs", "5", "--train-steps", "400", "--snapshots", "1",
+                         "--episodes-per-snapshot", "1"]) == 0
+    dataset = minari.load_dataset(dataset_id)
+    assert dataset.total_episodes == 2 and "(λ = 0, cost → 5)" in dataset.storage.metadata["algorithm_name"]
+
+
+@pytest.mark.slow
 def test_a_dataset_collected_with_minari_trains_evaluates_and_exports(
         ray_session: object, minari_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Through the CLIs: Minari's DataCollector records the collector's episodes on the real BallCircle simulator,
