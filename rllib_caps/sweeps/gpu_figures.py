@@ -17,10 +17,10 @@ Reading the file needs neither torch nor Ray.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 FORMAT = "rllib-caps-gpu-figures/1"
 
@@ -45,14 +45,19 @@ class GpuFigures:
     sharing_population: dict[int, float] = field(default_factory=dict)
 
 
-def _rates(path: Path, key: str, value: Any) -> dict[int, float]:
-    """``{"3": 1800.0}`` -> ``{3: 1800.0}``, each size an integer >= 1 and each rate > 0."""
+K = TypeVar("K", int, str)
+
+
+def _rates(path: Path, key: str, value: Any, key_type: Callable[[Any], K] = int) -> dict[K, float]:
+    """``{"3": 1800.0}`` -> ``{3: 1800.0}`` (keys converted by ``key_type``: sizes by default, each >= 1), each
+    rate > 0; a ``FiguresError`` naming ``path`` and ``key`` otherwise."""
+    what = "sizes" if key_type is int else "algorithms"
     try:
-        rates = {int(size): float(rate) for size, rate in dict(value).items()}
+        rates = {key_type(name): float(rate) for name, rate in dict(value).items()}
     except (TypeError, ValueError) as err:
-        raise FiguresError(f"{path}: {key} must map sizes to steps/s ({err})") from err
-    if any(size < 1 or rate <= 0 for size, rate in rates.items()):
-        raise FiguresError(f"{path}: {key} has a size < 1 or a rate <= 0")
+        raise FiguresError(f"{path}: {key} must map {what} to steps/s ({err})") from err
+    if any(rate <= 0 or (key_type is int and name < 1) for name, rate in rates.items()):
+        raise FiguresError(f"{path}: {key} has " + ("a size < 1 or " if key_type is int else "") + "a rate <= 0")
     return rates
 
 
@@ -71,16 +76,10 @@ def read_figures(path: str | Path) -> GpuFigures:
     missing = [key for key in ("device", "date", "command", "steps_per_s") if not data.get(key)]
     if missing:
         raise FiguresError(f"{path}: missing {', '.join(missing)}")
-    try:
-        steps = {str(algo): float(rate) for algo, rate in dict(data["steps_per_s"]).items()}
-    except (TypeError, ValueError) as err:
-        raise FiguresError(f"{path}: steps_per_s must map algorithms to steps/s ({err})") from err
-    if any(rate <= 0 for rate in steps.values()):
-        raise FiguresError(f"{path}: steps_per_s has a rate <= 0")
     sharing = data.get("sharing") or {}
     return GpuFigures(
         path=str(path), device=str(data["device"]), date=str(data["date"]), command=str(data["command"]),
-        steps_per_s=steps,
+        steps_per_s=_rates(path, "steps_per_s", data["steps_per_s"], str),
         population={algo: _rates(path, f"population.{algo}", rates)
                     for algo, rates in (data.get("population") or {}).items()},
         sharing_members=int(sharing.get("members", 0)),
