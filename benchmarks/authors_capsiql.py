@@ -4,7 +4,8 @@ local DSRL-format HDF5, inside the authors' virtualenv; ``benchmarks/authors_ref
 It follows their ``examples/train/train_capsiql.py``: their config (``CapsIQLTrainConfig`` parsed by pyrallis from the
 trainer arguments, over the task's default config), DSRL's ``get_dataset`` and ``pre_process_data``, OSRL's
 ``TransitionDataset``, their ``CapsIQL`` and ``CapsIQLTrainer.train_one_step``, and ``evaluate_switch`` at each cost
-limit every ``eval_every`` steps and at the last. Three things differ, each because the original cannot run here:
+limit every ``eval_every`` steps and at the last; after the last, each head alone (``evaluate_head``). Three things
+differ, each because the original cannot run here:
 the HDF5 is a local file (``get_dataset(h5path)``); the env is this project's (``rllib_caps.envs.make_env``: the same
 simulators, under gymnasium 1.x, which DSRL's ``gym.make`` ids and MetaDrive fork are not; its first reset is seeded
 with the training seed, where theirs is unseeded); and the reward is scaled by
@@ -77,6 +78,32 @@ def offline_data(h5: Path, spec: Any, env: Any, args: types.SimpleNamespace) -> 
     return data, offline
 
 
+def evaluate_head(trainer: Any, head: int, episodes: int) -> dict:
+    """One head alone for ``episodes`` episodes, as their ``CapsIQLTrainer.evaluate(head=...)`` means to: that one
+    cannot run, since its ``rollout`` passes ``headtag`` to ``MHGaussianPolicy.act``, which takes ``tasktag``."""
+    import numpy as np
+    import torch
+
+    model, env = trainer.model, trainer.env
+    returns, costs, lengths = [], [], []
+    model.eval()
+    with torch.no_grad():
+        for _ in range(episodes):
+            obs, _ = env.reset()
+            totals = [0.0, 0.0, 0]
+            for _ in range(model.episode_len):
+                obs, reward, terminated, truncated, info = env.step(
+                    model.actor.act(obs, tasktag=head, device=trainer.device))
+                totals = [totals[0] + reward, totals[1] + info["cost"] * trainer.cost_scale, totals[2] + 1]
+                if terminated or truncated:
+                    break
+            returns.append(totals[0]), costs.append(totals[1]), lengths.append(totals[2])
+    model.train()
+    return {"head": head, "reward": float(np.mean(returns) / trainer.reward_scale),
+            "cost": float(np.mean(costs) / trainer.cost_scale), "length": float(np.mean(lengths)),
+            "episodes": episodes}
+
+
 def run(code: Path, h5: Path, trainer_args: list[str]) -> dict:
     """Train and evaluate as their script does; the evaluations (raw and by DSRL's ``get_normalized_score``)."""
     import gymnasium
@@ -126,9 +153,10 @@ def run(code: Path, h5: Path, trainer_args: list[str]) -> dict:
                                     "eval_seconds": time.time() - start,
                                     "dsrl_normalized_reward": float(dsrl_reward),
                                     "dsrl_normalized_cost": float(dsrl_cost)})
+    heads = [evaluate_head(trainer, head, args.eval_episodes) for head in range(args.num_heads)]
     return {"config": {k: v for k, v in vars(args).items() if isinstance(v, (int, float, str, bool, type(None)))},
             "dsrl_reward_bounds": {"min": offline.min_episode_reward, "max": offline.max_episode_reward},
-            "all_evaluations": evaluations}
+            "all_evaluations": evaluations, "heads_alone": heads}
 
 
 def main() -> None:

@@ -9,7 +9,8 @@ Their code is never copied here: ``--authors-code`` is their checkout, ``--pytho
 how to make it). ``benchmarks/authors_capsiql.py`` runs in that interpreter: their training and ``evaluate_switch`` at
 each of the task's cost limits, at the protocol (``protocol_args``: their ``train_capsiql.py`` flags). This script
 checks the inputs, runs it, and writes one JSON (atomically): ``trainer_args``, ``reward_bounds``, ``per_kappa``,
-``all_evaluations``, ``mean_normalized_reward``, ``mean_normalized_cost``, ``wall_seconds``, ``cpu_seconds`` (the
+``all_evaluations``, ``heads_alone`` (each head acting alone, after the last evaluation),
+``mean_normalized_reward``, ``mean_normalized_cost``, ``wall_seconds``, ``cpu_seconds`` (the
 child's user + system time). Scores are normalised as this project does (``rllib_caps.core.scoring``, DSRL's reward
 range from ``rllib_caps.envs.tasks``); each evaluation also carries DSRL's own ``get_normalized_score`` (their
 evaluation script's) as ``dsrl_normalized_*``, and the run fails if the two reward ranges differ.
@@ -118,6 +119,9 @@ def summary(ns: argparse.Namespace, spec, trainer_args: list[str], inner: dict, 
                 **ev, "normalized_reward": normalized_reward(ev["reward"], spec.min_reward, spec.max_reward),
                 "normalized_cost": normalized_cost(ev["cost"], ev["cost_limit"])}
     rows = per_kappa.values()
+    heads = [{**head, "normalized_reward": normalized_reward(head["reward"], spec.min_reward, spec.max_reward),
+              "normalized_cost": {str(k): normalized_cost(head["cost"], k) for k in spec.thresholds}}
+             for head in inner["heads_alone"]]
     return {"dataset": str(ns.h5.resolve()), "task": spec.name, "dsrl_id": spec.id, "seed": ns.seed,
             "trainer": "yassineCh/CAPS examples/train/train_capsiql.py's steps (benchmarks/authors_capsiql.py: "
                        "CapsIQL + CapsIQLTrainer.evaluate_switch)",
@@ -126,7 +130,7 @@ def summary(ns: argparse.Namespace, spec, trainer_args: list[str], inner: dict, 
             "per_kappa": per_kappa,
             "mean_normalized_reward": sum(r["normalized_reward"] for r in rows) / len(per_kappa),
             "mean_normalized_cost": sum(r["normalized_cost"] for r in rows) / len(per_kappa),
-            "all_evaluations": evaluations, "wall_seconds": wall, "cpu_seconds": cpu}
+            "all_evaluations": evaluations, "heads_alone": heads, "wall_seconds": wall, "cpu_seconds": cpu}
 
 
 def main(argv: Sequence[str] | None = None) -> None:

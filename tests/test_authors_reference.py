@@ -60,7 +60,9 @@ def test_the_json_scores_the_last_evaluation_per_cost_limit_as_this_project_does
     low, high = spec.min_reward, spec.max_reward
     evaluations = [{"step": step, "cost_limit": kappa, "reward": low + (high - low) * share, "cost": cost}
                    for step, share, cost in ((5, 0.9, 99.0), (10, 0.5, 10.0)) for kappa in spec.thresholds]
-    inner = {"config": {}, "dsrl_reward_bounds": {"min": low, "max": high}, "all_evaluations": evaluations}
+    heads = [{"head": 0, "reward": high, "cost": 80.0}, {"head": 1, "reward": low, "cost": 10.0}]
+    inner = {"config": {}, "dsrl_reward_bounds": {"min": low, "max": high}, "all_evaluations": evaluations,
+             "heads_alone": heads}
     ns = argparse.Namespace(h5=inputs["h5"], seed=3)
     args = protocol_args(spec.id, 3, 10, 2)
     result = summary(ns, spec, args, inner, 1.5, 1.0)
@@ -69,5 +71,7 @@ def test_the_json_scores_the_last_evaluation_per_cost_limit_as_this_project_does
     assert result["per_kappa"]["40"]["normalized_cost"] == pytest.approx(0.25)
     assert result["mean_normalized_cost"] == pytest.approx((0.5 + 0.25 + 0.125) / 3)
     assert result["trainer_args"][args.index("--update_steps") + 1] == "10"
+    assert [h["normalized_reward"] for h in result["heads_alone"]] == pytest.approx([1.0, 0.0])
+    assert result["heads_alone"][1]["normalized_cost"] == pytest.approx({"20": 0.5, "40": 0.25, "80": 0.125})
     with pytest.raises(SystemExit, match="DSRL's reward range"):
         summary(ns, spec, args, {**inner, "dsrl_reward_bounds": {"min": low, "max": high + 1}}, 1.5, 1.0)
