@@ -151,15 +151,15 @@ def reference_reward(run: dict | float) -> float:
     return float(run["mean_nr"] if "mean_nr" in run else run["mean_normalized_reward"])
 
 
-def _pairs(values: Sequence[str], flag: str) -> dict[str, list]:
-    """``DATASET=FILE.json`` (or, for ``--reference``, ``DATASET=0.201``) pairs, grouped by dataset."""
+def dataset_pairs(values: Sequence[str], flag: str, *, numbers: bool = False) -> dict[str, list]:
+    """``DATASET=FILE.json`` (or, with ``numbers``, also ``DATASET=0.201``) pairs of ``flag``, grouped by dataset."""
     grouped: dict[str, list] = defaultdict(list)
     for value in values:
         dataset, sep, path = value.partition("=")
         if not sep:
             raise SystemExit(f"error: {flag} {value}: expected DATASET=FILE.json")
         try:
-            grouped[dataset].append(float(path) if flag == "--reference" and _is_number(path)
+            grouped[dataset].append(float(path) if numbers and _is_number(path)
                                     else json.loads(Path(path).read_text()))
         except (OSError, ValueError) as err:
             raise SystemExit(f"error: {flag} {value}: {err}") from err
@@ -196,9 +196,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             tmp.write_text(json.dumps(rows, indent=1) + "\n")
         return 0
     measured = {dataset: [with_pessimism_arms(seed) for seed in seeds]
-                for dataset, seeds in _pairs(args.arms, "--arms").items()}
+                for dataset, seeds in dataset_pairs(args.arms, "--arms").items()}
     reference = {dataset: [reference_reward(run) for run in runs]
-                 for dataset, runs in _pairs(args.reference, "--reference").items()}
+                 for dataset, runs in dataset_pairs(args.reference, "--reference", numbers=True).items()}
     try:
         default, verdict = apply_rule(measured, reference)
     except ValueError as err:
