@@ -17,7 +17,7 @@ import torch
 
 from rllib_caps.algorithms.caps import keys as m
 from rllib_caps.algorithms.caps.shared_losses import cost_signal, head_coefficients
-from rllib_caps.core.losses import critic_pair_losses
+from rllib_caps.core.losses import CriticPairLosses, critic_pair_losses
 from rllib_caps.core.time_limit import episode_ends
 from rllib_caps.data import schema
 
@@ -102,13 +102,10 @@ class IQLLossSettings:
         return self.implementation == "code"
 
 
-def caps_iql_losses(fwd_out: dict[str, torch.Tensor], batch: dict[str, torch.Tensor],
-                    settings: IQLLossSettings) -> dict[str, torch.Tensor]:
-    """All CAPS(IQL) loss terms from one ``_forward_train`` output; their sum is the total loss.
-
-    Every term touches a disjoint set of parameters (targets and advantage weights are detached), so
-    one backward pass on the sum gives each network exactly the gradient of its own loss.
-    """
+def caps_iql_head_weights(fwd_out: dict[str, torch.Tensor], batch: dict[str, torch.Tensor],
+                          settings: IQLLossSettings) -> tuple[torch.Tensor, CriticPairLosses, CriticPairLosses]:
+    """The heads' advantage weights ``(B, K)`` (``awr_head_weights``) and the reward and cost critic pairs' losses
+    they come from, for one ``_forward_train`` output: what the actor's AWR regresses with."""
     terminateds = episode_ends(batch, settings.time_limit)
     reward = critic_pair_losses(
         q1=fwd_out[m.QR_PREDS], q2=fwd_out[m.QR_TWIN_PREDS], q1_target=fwd_out[m.QR_TARGET_PREDS],
@@ -124,6 +121,17 @@ def caps_iql_losses(fwd_out: dict[str, torch.Tensor], batch: dict[str, torch.Ten
     )
     weights = awr_head_weights(reward.advantage, cost.advantage, beta=settings.beta, lambdas=settings.lambdas,
                            max_weight=settings.max_weight, mode=settings.implementation, beta_cost=settings.beta_cost)
+    return weights, reward, cost
+
+
+def caps_iql_losses(fwd_out: dict[str, torch.Tensor], batch: dict[str, torch.Tensor],
+                    settings: IQLLossSettings) -> dict[str, torch.Tensor]:
+    """All CAPS(IQL) loss terms from one ``_forward_train`` output; their sum is the total loss.
+
+    Every term touches a disjoint set of parameters (targets and advantage weights are detached), so
+    one backward pass on the sum gives each network exactly the gradient of its own loss.
+    """
+    weights, reward, cost = caps_iql_head_weights(fwd_out, batch, settings)
     log_probs = gaussian_log_prob(batch[schema.ACTIONS], fwd_out[m.HEAD_MEANS], fwd_out[m.HEAD_LOG_STD])
     return {
         "actor_loss": awr_actor_loss(log_probs, weights, mean_over_heads=settings.mean_over_heads),
