@@ -57,12 +57,11 @@ def with_pessimism_arms(rows: Mapping[str, dict]) -> dict[str, dict]:
         rows.setdefault(f"{selection}+pessimism", calibrated if calibrated["shift"] > 0
                         else rows[selection] | {"shift": 0.0})
     return rows
-THRESHOLDS = (10.0, 20.0, 40.0)
 
 
 def evaluate_arms(checkpoint: Path, data: Path, task: str, episodes: int) -> dict[str, dict]:
-    """Every arm on one checkpoint, and the cost head alone: per κ (normalised reward, normalised cost), their mean
-    reward and largest cost."""
+    """Every arm on one checkpoint, and the cost head alone: per κ of the task's thresholds (normalised reward,
+    normalised cost), their mean reward and largest cost."""
     import torch
 
     from rllib_caps.algorithms.caps.calibration import calibrate_cost_critic, calibrate_cost_critic_per_step
@@ -72,6 +71,7 @@ def evaluate_arms(checkpoint: Path, data: Path, task: str, episodes: int) -> dic
     from rllib_caps.envs.tasks import get_task
 
     torch.set_num_threads(1)
+    spec = get_task(task)
     columns = {k: v.numpy() for k, v in TransitionDataset.from_parquet(data).tensors.items()}
     rows = {}
     for arm in (*ARMS, COST_HEAD_ARM):
@@ -86,7 +86,7 @@ def evaluate_arms(checkpoint: Path, data: Path, task: str, episodes: int) -> dic
                         if f"+{critic}" in STEP_MODES else None)
             shift = (float(np.mean(step_fit["shift"])) if step_fit else
                      calibrate_cost_critic(policy, columns, "mean" if arm.endswith("+calibrated") else "none"))
-        results = evaluate_policy(policy, get_task(task), list(THRESHOLDS), episodes, seed=episode_seed(policy),
+        results = evaluate_policy(policy, spec, list(spec.thresholds), episodes, seed=episode_seed(policy),
                                   progress=False)["thresholds"]
         per_kappa = {k: (r["normalized_reward"], r["normalized_cost"]) for k, r in results.items()}
         rows[arm] = {"shift": shift, "per_kappa": per_kappa,
