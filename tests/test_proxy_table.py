@@ -13,7 +13,7 @@ from benchmarks.proxy_table import main, mean_and_halfwidth
 
 def arms_json(path: Path, rewards: tuple[float, float, float], costs: tuple[float, float, float]) -> str:
     """A ``head_selection.py arms`` JSON with the default arm's two sources (the pessimism arm is derived)."""
-    row = {"shift": 0.0, "per_kappa": {k: [r, c] for k, r, c in zip(("10", "20", "40"), rewards, costs)},
+    row = {"shift": 0.0, "per_kappa": {k: [r, c] for k, r, c in zip(("10", "20", "40"), rewards, costs, strict=True)},
            "mean_nr": sum(rewards) / 3, "max_nc": max(costs)}
     path.write_text(json.dumps({"head_order": row, "head_order+calibrated": {**row, "shift": -1.0}}))
     return str(path)
@@ -22,7 +22,7 @@ def arms_json(path: Path, rewards: tuple[float, float, float], costs: tuple[floa
 def authors_json(path: Path, task: str, rewards: tuple[float, ...], costs: tuple[float, ...]) -> str:
     path.write_text(json.dumps({"task": task, "mean_normalized_reward": sum(rewards) / len(rewards),
                                 "per_kappa": {str(i): {"normalized_reward": r, "normalized_cost": c}
-                                              for i, (r, c) in enumerate(zip(rewards, costs))}}))
+                                              for i, (r, c) in enumerate(zip(rewards, costs, strict=True))}}))
     return str(path)
 
 
@@ -49,6 +49,20 @@ def test_rows_per_suite_with_safe_counts_and_ratios(tmp_path: Path, capsys: pyte
     ball = rows[("bullet", "BallCircle")]
     assert ball[1] == "0.600" and ball[4] == "0.500" and ball[5] == "—" and ball[7] == "1.20"
     assert rows[("all", "mean of every dataset")][-1] == "1.60"
+
+
+def test_trains_own_evaluation_is_read_as_well(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    evaluation = tmp_path / "train.json"
+    evaluation.write_text(json.dumps({"thresholds": {"20": {"normalized_reward": 0.3, "normalized_cost": 1.5},
+                                                     "40": {"normalized_reward": 0.5, "normalized_cost": 0.5}}}))
+    assert main(["--ours", f"CarCircle1-v3={evaluation}", "--authors", "CarCircle1-v3=0.2",
+                 "--task", "CarCircle1-v3=CarCircle1"]) == 0
+    row = capsys.readouterr().out.splitlines()[2].split("|")
+    assert [c.strip() for c in row[4:7]] == ["0.400", "1 / 2", "1.50"] and row[10].strip() == "2.00"
+    assert main(["--ours", f"CarCircle1-v3={evaluation}", "--authors", "CarCircle1-v3=-0.1",
+                 "--task", "CarCircle1-v3=CarCircle1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2].split("|")[10].strip() == "—" and lines[-1].split("|")[10].strip() == "—"
 
 
 def test_a_dataset_without_the_authors_or_a_task_is_refused(tmp_path: Path) -> None:
