@@ -90,14 +90,18 @@ def evaluate_head(trainer: Any, head: int, episodes: int) -> dict:
     with torch.no_grad():
         for _ in range(episodes):
             obs, _ = env.reset()
-            totals = [0.0, 0.0, 0]
+            episode_return, episode_cost, length = 0.0, 0.0, 0
             for _ in range(model.episode_len):
                 obs, reward, terminated, truncated, info = env.step(
                     model.actor.act(obs, tasktag=head, device=trainer.device))
-                totals = [totals[0] + reward, totals[1] + info["cost"] * trainer.cost_scale, totals[2] + 1]
+                episode_return += reward
+                episode_cost += info["cost"] * trainer.cost_scale
+                length += 1
                 if terminated or truncated:
                     break
-            returns.append(totals[0]), costs.append(totals[1]), lengths.append(totals[2])
+            returns.append(episode_return)
+            costs.append(episode_cost)
+            lengths.append(length)
     model.train()
     return {"head": head, "reward": float(np.mean(returns) / trainer.reward_scale),
             "cost": float(np.mean(costs) / trainer.cost_scale), "length": float(np.mean(lengths)),

@@ -42,6 +42,7 @@ def head_weights(checkpoint: Path, data: Path, rows: int, seed: int) -> tuple[np
     cost returns."""
     from ray.rllib.core.rl_module.rl_module import RLModule
 
+    from rllib_caps.algorithms.bc.episode_filter import episode_costs
     from rllib_caps.algorithms.caps.caps import CAPSConfig
     from rllib_caps.algorithms.caps.iql.losses import caps_iql_head_weights
     from rllib_caps.data.dataset import TransitionDataset
@@ -54,14 +55,12 @@ def head_weights(checkpoint: Path, data: Path, rows: int, seed: int) -> tuple[np
     ctor = pickle.loads((checkpoint / "class_and_ctor_args.pkl").read_bytes())["ctor_args_and_kwargs"][0][0]
     settings = CAPSConfig().update_from_dict(ctor).loss_settings()
     dataset = TransitionDataset.from_parquet(data)
-    episode = dataset.tensors[EPS_ID].numpy()
-    _, index = np.unique(episode, return_inverse=True)
-    episode_cost = np.bincount(index, weights=dataset.tensors[COSTS].numpy().astype(np.float64))[index]
+    episode_cost, _ = episode_costs(dataset.tensors[EPS_ID], dataset.tensors[COSTS])
     picked = torch.from_numpy(np.random.default_rng(seed).choice(len(dataset), min(rows, len(dataset)), replace=False))
     batch = dataset.rows(picked)
     with torch.no_grad():
         weights, _, _ = caps_iql_head_weights(module._forward_train(batch), batch, settings)
-    return weights.numpy(), episode_cost[picked.numpy()]
+    return weights.numpy(), episode_cost[picked].numpy()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
