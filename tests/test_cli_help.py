@@ -30,7 +30,7 @@ from rllib_caps.tune import parse_args as tune_args
 ROOT = Path(__file__).resolve().parents[1]
 CLIS = ("rllib_caps.tune", "rllib_caps.train", "rllib_caps.evaluate", "rllib_caps.export", "rllib_caps.report",
         "rllib_caps.tasks", "rllib_caps.bench", "rllib_caps.cli", "data_conversion.fetch", "data_conversion.collect",
-        "data_conversion.dsrl_to_parquet")
+        "data_conversion.dsrl_to_parquet", "data_conversion.frontier")
 HEAVY = ("ray", "torch", "scipy", "matplotlib", "pandas", "wandb", "mlflow", "onnx")
 HELP_SCRIPT = """
 import contextlib, io, runpy, sys
