@@ -223,6 +223,13 @@ class DsrlReader:
         self.close()
 
 
+def episode_totals(values: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Per episode, the float64 sum of `values` over its rows; an episode ends where `ends` is set, and the last row
+    ends one whatever its flag."""
+    starts = np.flatnonzero(np.r_[True, np.asarray(ends)[:-1]])
+    return np.add.reduceat(np.asarray(values, dtype=np.float64), starts)
+
+
 def read_dsrl_hdf5(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
     """Read and validate a whole DSRL file into memory (small files and tests)."""
     with DsrlReader(path) as reader:

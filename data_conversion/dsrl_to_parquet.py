@@ -37,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 from tqdm import tqdm
 
-from data_conversion.dsrl_format import READ_CHUNK_ROWS, DsrlReader
+from data_conversion.dsrl_format import READ_CHUNK_ROWS, DsrlReader, episode_totals
 from rllib_caps.data.errors import DatasetError
 from rllib_caps.data.schema import (
     COLUMNS,
@@ -310,8 +310,8 @@ def rows_metadata(task: TaskSpec, rewards: np.ndarray, costs: np.ndarray, termin
             "env_high": list(task.action_high),
             "entries_clipped_to_bounds": actions_clipped,
         },
-        "episode_reward_return": _stats(np.add.reduceat(rewards.astype(np.float64), starts)),
-        "episode_cost_return": _stats(np.add.reduceat(costs.astype(np.float64), starts)),
+        "episode_reward_return": _stats(episode_totals(rewards, ends)),
+        "episode_cost_return": _stats(episode_totals(costs, ends)),
         "episode_length": _stats(lengths),
         "episodes_longer_than_max_steps": int((lengths > task.max_episode_steps).sum()),
     }

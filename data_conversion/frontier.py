@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from data_conversion.dsrl_format import DsrlReader
+from data_conversion.dsrl_format import DsrlReader, episode_totals
 from rllib_caps.core.scoring import best_safe_episode
 from rllib_caps.data.errors import DatasetError
 from rllib_caps.envs.tasks import TaskSpec, get_task
@@ -35,13 +35,9 @@ def episode_returns(path: str | Path) -> dict[str, np.ndarray]:
         rewards, costs = reader.read("rewards"), reader.read("costs")
         terminals, timeouts = reader.read("terminals"), reader.read("timeouts")
     ends = terminals | timeouts
-    ends[-1] = True
-    starts = np.flatnonzero(np.r_[True, ends[:-1]])
-    return {
-        "reward": np.add.reduceat(rewards.astype(np.float64), starts),
-        "cost": np.add.reduceat(costs.astype(np.float64), starts),
-        "terminated": terminals[np.flatnonzero(ends)],
-    }
+    last_rows = np.flatnonzero(np.r_[ends[:-1], True])
+    return {"reward": episode_totals(rewards, ends), "cost": episode_totals(costs, ends),
+            "terminated": terminals[last_rows]}
 
 
 def frontier(task: TaskSpec, reward: np.ndarray, cost: np.ndarray, terminated: np.ndarray) -> dict[str, Any]:
