@@ -30,7 +30,7 @@ from rllib_caps.algorithms.registry import build_config, get_algorithm
 from rllib_caps.report import load_trials, write_report
 from rllib_caps.sweeps.options import SweepOptions
 from rllib_caps.sweeps.runner import run_sweep
-from rllib_caps.sweeps.state_backup import KEPT_CHECKPOINTS
+from rllib_caps.sweeps.state_backup import BACKUP_FILE, KEPT_CHECKPOINTS
 from rllib_caps.utils.signals import STOP_GRACE_S
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -236,10 +236,10 @@ def test_a_driver_killed_at_any_point_is_finished_by_resume_without_rerunning_a_
 
 
 def kept_checkpoint_names(experiment: Path) -> set[str]:
-    """The checkpoints (``checkpoint_NNNNNN``) that the copy of Tune's state (``.last_good_state.pkl``) names (its
+    """The checkpoints (``checkpoint_NNNNNN``) that the copy of Tune's state (``BACKUP_FILE``) names (its
     checkpoint managers are pickles, stored in the state as hex; the paths appear in them)."""
     try:
-        state = pickle.loads((experiment / ".last_good_state.pkl").read_bytes())
+        state = pickle.loads((experiment / BACKUP_FILE).read_bytes())
     except (OSError, pickle.UnpicklingError, EOFError):
         return set()
     experiment_state = next(data for name, data in state.items() if name.startswith("experiment_state-"))
@@ -469,7 +469,7 @@ def test_a_full_storage_disk_is_a_clear_error_and_the_sweep_resumes_once_space_i
     with log.open("w") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env())
         deadline = time.monotonic() + 300
-        while not (small_disk / "full" / ".last_good_state.pkl").is_file():
+        while not (small_disk / "full" / BACKUP_FILE).is_file():
             assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
             time.sleep(0.2)
         filler = fill(small_disk)

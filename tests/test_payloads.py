@@ -19,6 +19,7 @@ from rllib_caps.core.deployment import POLICY_DIR, SPEC_FILE
 from rllib_caps.evaluate import main as evaluate_main
 from rllib_caps.export import main as export_main
 from rllib_caps.report.__main__ import main as report_main
+from rllib_caps.sweeps.state_backup import BACKUP_FILE
 from rllib_caps.utils.manifest import CheckpointError, verify_manifest, write_manifest
 
 BUNDLED = Path(__file__).resolve().parents[1] / "datasets" / "BallCircle"
@@ -84,7 +85,8 @@ def test_a_sweep_directory_with_payload_pickles_reports_without_running_them(tmp
     for trial in (p for p in sweep.iterdir() if p.is_dir()):
         (trial / "params.pkl").write_bytes(b"")  # Tune writes one per trial
     (sweep / "experiment_state-2026-11-27_00-00-00.json").write_bytes(b"")
-    (sweep / ".last_good_state.pkl").write_bytes(b"")
+    (sweep / BACKUP_FILE).parent.mkdir()
+    (sweep / BACKUP_FILE).write_bytes(b"")
     assert len(plant(sweep, marker)) > 2
     assert report_main([str(sweep), "--out", str(tmp_path / "report")]) == 0
     assert not marker.exists()

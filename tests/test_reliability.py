@@ -26,7 +26,7 @@ from rllib_caps.report import write_report
 from rllib_caps.report.__main__ import main as report_main
 from rllib_caps.report.records import load_trials
 from rllib_caps.sweeps.options import SweepError, resolve_options
-from rllib_caps.sweeps.state_backup import back_up_state, repair_state
+from rllib_caps.sweeps.state_backup import BACKUP_FILE, KEPT_CHECKPOINTS, back_up_state, repair_state
 from rllib_caps.train import main as train_main
 from rllib_caps.tune import main as tune_main
 from rllib_caps.tune import parse_args as parse_tune_args
@@ -191,7 +191,8 @@ def test_an_h5_path_naming_a_directory_says_so(tmp_path: Path, capsys) -> None:
 def test_tunes_state_is_kept_while_complete_and_put_back_when_truncated(tmp_path: Path) -> None:
     experiment = tmp_path / "sweep"
     experiment.mkdir()
-    state, search = experiment / "experiment_state-1.json", experiment / "basic-variant-state-1.json"
+    state = experiment / "experiment_state-2026-11-28_00-36-31.json"
+    search = experiment / "basic-variant-state-2026-11-28_00-36-31.json"
     state.write_text(json.dumps({"trial_data": [1]}))
     search.write_bytes(pickle.dumps({"generated": 1}))
     assert back_up_state(experiment) is not None
@@ -210,7 +211,7 @@ def test_the_checkpoints_a_kept_state_names_are_put_back_after_tune_rotated_them
     those Tune deleted since. Links to checkpoints already gone at one copy are dropped at the next."""
     experiment = tmp_path / "sweep"
     trial = experiment / "trial_00000"
-    state = experiment / "experiment_state-1.json"
+    state = experiment / "experiment_state-2026-11-28_00-36-31.json"
 
     def save(name: str) -> Path:
         checkpoint = trial / name
@@ -239,7 +240,7 @@ def test_the_checkpoints_a_kept_state_names_are_put_back_after_tune_rotated_them
     state.write_text(json.dumps({"trial_data": ["checkpoint_000002"]}))
     shutil.rmtree(second)
     back_up_state(experiment, gone)  # ... so the next copy drops it, and keeps 1, deleted since the last copy
-    kept = experiment / ".last_good_checkpoints" / "trial_00000"
+    kept = experiment / KEPT_CHECKPOINTS / "trial_00000"
     assert sorted(path.name for path in kept.iterdir()) == ["checkpoint_000001", "checkpoint_000002"]
     assert third.is_dir()
 
@@ -247,6 +248,42 @@ def test_the_checkpoints_a_kept_state_names_are_put_back_after_tune_rotated_them
 def test_a_truncated_state_without_a_copy_is_named() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         experiment = Path(tmp)
-        (experiment / "experiment_state-1.json").write_text('{"trial_data": [')
-        with pytest.raises(SweepError, match="experiment_state-1.json is truncated or corrupt"):
+        (experiment / "experiment_state-2026-11-28_00-36-31.json").write_text('{"trial_data": [')
+        with pytest.raises(SweepError, match="experiment_state-2026-11-28_00-36-31.json is truncated or corrupt"):
             repair_state(experiment)
+
+
+def test_a_resumed_sweep_killed_while_tune_rewrites_its_state_resumes_from_the_last_good_copy(tmp_path: Path) -> None:
+    """A resumed run's Tune rewrites every ``*.json`` / ``*.pkl`` file of the experiment directory at each save, older
+    sessions' included: a kill leaves any of them truncated. An older session's file, which no restore reads, is
+    left as it is; a damaged newest session is replaced by the copy's, and the sessions after the copy are deleted.
+    The copy itself lies where Tune's rewrites never reach it."""
+    experiment = tmp_path / "sweep"
+    experiment.mkdir()
+    first, second, third = "2026-11-28_00-36-25", "2026-11-28_00-36-31", "2026-11-28_00-36-58"
+
+    def save(session: str, trials: list[int]) -> None:
+        (experiment / f"experiment_state-{session}.json").write_text(json.dumps({"trial_data": trials}))
+        (experiment / f"basic-variant-state-{session}.json").write_bytes(pickle.dumps({"generated": len(trials)}))
+
+    (experiment / "tuner.pkl").write_bytes(pickle.dumps("tuner"))
+    save(first, [])
+    save(second, [1])
+    back_up_state(experiment)
+    assert not (experiment / BACKUP_FILE).parent.suffix and (experiment / BACKUP_FILE).parent.is_dir()
+    save(third, [1, 2])
+    (experiment / f"basic-variant-state-{first}.json").write_bytes(b"\x80\x04\x95")  # an older session: never read
+    assert repair_state(experiment) == []
+    assert back_up_state(experiment) is not None  # an older session's damage does not stop the copies either
+    assert set(pickle.loads((experiment / BACKUP_FILE).read_bytes())) == {
+        "tuner.pkl", f"experiment_state-{third}.json", f"basic-variant-state-{third}.json"}
+
+    fourth = "2026-11-28_00-37-30"
+    save(fourth, [1, 2, 3])
+    (experiment / f"basic-variant-state-{fourth}.json").write_bytes(b"\x80\x04\x95")
+    (experiment / "tuner.pkl").write_bytes(b"\x80")
+    assert repair_state(experiment) == sorted(experiment / name for name in (
+        "tuner.pkl", f"experiment_state-{third}.json", f"basic-variant-state-{third}.json"))
+    assert not list(experiment.glob(f"*{fourth}*"))  # Tune resumes from the third session, as the copy has it
+    assert json.loads((experiment / f"experiment_state-{third}.json").read_text()) == {"trial_data": [1, 2]}
+    assert pickle.loads((experiment / "tuner.pkl").read_bytes()) == "tuner"

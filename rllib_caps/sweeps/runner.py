@@ -196,6 +196,8 @@ def run_sweep(options: SweepOptions) -> Path:
                                max_concurrent=options.max_concurrent)
     setup = setup_dict(options, resources)
     check_trials(options, tasks, setup)
+    if options.resume and options.experiment_dir.is_dir():
+        repair_state(options.experiment_dir)  # Tune rewrites the plan with its state: a kill can truncate it
     record_plan(options)
     logger.info("%s\n%d at a time, each %g CPU / %g GPU; results in %s", describe_grid(options, tasks, cluster_cpus),
                 resources.concurrency, resources.cpus, resources.gpus, options.experiment_dir)

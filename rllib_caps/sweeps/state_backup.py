@@ -1,13 +1,19 @@
-"""A last good copy of Tune's experiment state, so that a sweep whose ``--storage`` filled up can still be resumed.
+"""A last good copy of Tune's experiment state, so that a sweep whose driver was killed, or whose ``--storage`` filled
+up, can still be resumed.
 
-Tune writes its experiment state (``experiment_state-*.json``, and the search's state, ``basic-variant-state-*.json``,
-which is a pickle) in a staging directory and every so often copies it to the storage; on a full disk the copy is
-truncated, and ``Tuner.restore`` then fails on it. ``StateBackup`` (a Tune callback) keeps a copy of the state
-files whenever they have changed and all load completely, in ``.last_good_state.pkl`` (all in one file, written
-atomically: a full disk leaves the previous copy as it was). ``repair_state`` puts them back before ``--resume``
-when a file is truncated. The copy names the trials' checkpoints of that moment, which Tune deletes as newer ones
-arrive (``num_to_keep``); so the copy also keeps hard links to them (``.last_good_checkpoints/``: no extra space
-while Tune keeps them, at most the space of the checkpoints it rotated out since), and ``repair_state`` puts back
+Tune writes its state (``tuner.pkl``; per session, ``experiment_state-<session>.json`` and the search's
+``basic-variant-state-<session>.json``, a pickle) atomically in a staging directory, then copies every ``*.json`` and
+``*.pkl`` file of it to the experiment directory, in place: a full disk, or a driver killed during the copy, leaves a
+file truncated. A resumed run first copies all those files of the experiment directory (older sessions' included)
+into its staging directory, so that each later copy rewrites them all again. A restore reads, of each kind of file,
+only the newest (the greatest name); a truncated one makes ``Tuner.restore`` fail.
+
+``StateBackup`` (a Tune callback) keeps a copy of the files a restore reads whenever they have changed and all load
+completely, in ``.last_good_state/state.pkl`` (all in one file, written atomically: a full disk leaves the previous
+copy as it was; in a directory, where Tune's copies never reach it). ``repair_state`` puts them back before
+``--resume`` when one is truncated. The copy names the trials' checkpoints of that moment, which Tune deletes as newer
+ones arrive (``num_to_keep``); so the copy also keeps hard links to them (``.last_good_state/checkpoints/``: no extra
+space while Tune keeps them, at most the space of the checkpoints it rotated out since), and ``repair_state`` puts back
 those Tune has deleted.
 """
 
@@ -17,6 +23,7 @@ import json
 import logging
 import os
 import pickle
+import re
 import shutil
 import time
 from pathlib import Path
@@ -28,10 +35,12 @@ from rllib_caps.utils.manifest import MANIFEST
 
 logger = logging.getLogger("rllib_caps.tune")
 
-BACKUP_FILE = ".last_good_state.pkl"  # {state file name: its bytes}, taken together so they agree
-KEPT_CHECKPOINTS = ".last_good_checkpoints"  # TRIAL/checkpoint_NNNNNN: hard links, as of BACKUP_FILE
+BACKUP_DIR = ".last_good_state"  # not a *.json or *.pkl file: Tune never copies it
+BACKUP_FILE = f"{BACKUP_DIR}/state.pkl"  # {state file name: its bytes}, taken together so they agree
+KEPT_CHECKPOINTS = f"{BACKUP_DIR}/checkpoints"  # TRIAL/checkpoint_NNNNNN: hard links, as of BACKUP_FILE
 EXPERIMENT_STATE_PATTERN = "experiment_state-*.json"  # Tune's trials and their checkpoints, one per session
-STATE_PATTERN = "*state-*.json"  # those, and the search's basic-variant-state-<session>.json
+SYNCED_SUFFIXES = (".json", ".pkl")  # the experiment directory's files that Tune copies from its staging directory
+SESSION = re.compile(r"\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d")  # Tune's session string, in its per-session file names
 LOW_SPACE_BYTES = 64 * 2**20  # below this much free space on --storage's device, a failed sweep says so
 
 
@@ -83,20 +92,36 @@ def _deleted_but_kept(experiment_dir: Path) -> list[Path]:
     return [checkpoint for checkpoint in linked if not (experiment_dir / checkpoint).exists()]
 
 
+def _synced(path: Path) -> bool:
+    return path.suffix in SYNCED_SUFFIXES and path.is_file()
+
+
+def _restore_read(experiment_dir: Path) -> list[Path]:
+    """The state files a restore reads: of each kind (the file name with its session string as ``*``), the newest, as
+    Tune takes it (the greatest name)."""
+    newest: dict[str, Path] = {}
+    for path in filter(_synced, experiment_dir.iterdir()):
+        kind = SESSION.sub("*", path.name)
+        if path.name > newest.get(kind, Path()).name:
+            newest[kind] = path
+    return sorted(newest.values())
+
+
 def back_up_state(experiment_dir: Path, gone_before: frozenset[Path] = frozenset()) -> frozenset[Path] | None:
-    """Keeps the state files of ``experiment_dir`` in ``BACKUP_FILE`` when they have changed since and all load
+    """Keeps the state files a restore reads in ``BACKUP_FILE`` when they have changed since and all load
     completely (written to a temporary file, then renamed: a full disk keeps the previous copy), with links to
     every checkpoint saved by then (``keep_checkpoint``). Links to checkpoints already deleted at the previous
     copy (``gone_before``, what that call returned) are dropped: this state was written after that copy, so it
     names none of them. Returns the checkpoints deleted by now (for the next call), or None when the copy could
     not be written."""
-    state = {path.name: _complete_state(path) for path in experiment_dir.glob(STATE_PATTERN)}
-    if not state or None in state.values() or state == _read_backup(experiment_dir):
+    state = {path.name: _complete_state(path) for path in _restore_read(experiment_dir)}
+    if not any(map(SESSION.search, state)) or None in state.values() or state == _read_backup(experiment_dir):
         return gone_before
     backup = experiment_dir / BACKUP_FILE
     try:
         for checkpoint in experiment_dir.glob(f"[!.]*/checkpoint_*/{MANIFEST}"):  # the manifest is written last
             keep_checkpoint(experiment_dir, checkpoint.parent)
+        backup.parent.mkdir(exist_ok=True)
         with atomic_file(backup) as tmp:
             tmp.write_bytes(pickle.dumps(state))
     except OSError as err:
@@ -108,27 +133,40 @@ def back_up_state(experiment_dir: Path, gone_before: frozenset[Path] = frozenset
 
 
 def repair_state(experiment_dir: Path) -> list[Path]:
-    """Before ``--resume``: when a state file does not load completely, every state file is put back as its last
-    good copy (they are copied together, so they agree); returns the files put back. Raises ``SweepError`` naming a
-    damaged file when there is no copy."""
-    damaged = [path for path in sorted(experiment_dir.glob(STATE_PATTERN)) if _complete_state(path) is None]
+    """Before ``--resume``: when a state file a restore reads does not load completely, puts back its last good
+    copy; returns the files put back. A damaged file of a session is put back with the rest of the copy's session
+    (they agree), and the files of sessions after it are deleted, so that Tune resumes from the copy. Raises
+    ``SweepError`` naming a damaged file that has no copy. Older sessions' files, which no restore reads, are left
+    as they are."""
+    damaged = [path for path in _restore_read(experiment_dir) if _complete_state(path) is None]
     if not damaged:
         return []
     backup = _read_backup(experiment_dir)
-    if not backup:
-        raise SweepError(f"--resume: {damaged[0]} is truncated or corrupt (was --storage full?) and there is no "
-                         f"earlier copy ({experiment_dir / BACKUP_FILE}); finished trials keep their results: "
-                         "start a new sweep with another --name, or report them with `python -m rllib_caps.report`")
-    for name, data in backup.items():
-        (experiment_dir / name).write_bytes(data)
+    later: list[Path] = []
+    put_back = [path for path in damaged if not SESSION.search(path.name)]
+    if len(put_back) < len(damaged) and any(map(SESSION.search, backup)):
+        session = max(match.group() for match in map(SESSION.search, backup) if match)
+        later = [path for path in filter(_synced, experiment_dir.iterdir())
+                 if (match := SESSION.search(path.name)) and match.group() > session]
+        put_back += [experiment_dir / name for name in backup if SESSION.search(name)]
+    if missing := [path for path in damaged if path not in later and path.name not in backup]:
+        raise SweepError(f"--resume: {missing[0]} is truncated or corrupt (was --storage full, or the sweep killed?) "
+                         f"and there is no earlier copy ({experiment_dir / BACKUP_FILE}); finished trials keep "
+                         "their results: start a new sweep with another --name, or report them with "
+                         "`python -m rllib_caps.report`")
+    for path in later:
+        path.unlink()
+    for path in put_back:
+        path.write_bytes(backup[path.name])
     deleted = _deleted_but_kept(experiment_dir)
     for checkpoint in deleted:
         _hard_link_tree(experiment_dir / KEPT_CHECKPOINTS / checkpoint, experiment_dir / checkpoint)
-    logger.warning("--resume: %s truncated or corrupt (was --storage full?); put back the last good copy of Tune's "
-                   "state and %d checkpoint(s) Tune had deleted since (trials continue from the checkpoints it "
-                   "names; those that finished after it was taken run again)",
-                   ", ".join(str(path) for path in damaged), len(deleted))
-    return sorted(experiment_dir / name for name in backup)
+    logger.warning("--resume: %s truncated or corrupt (was --storage full, or the sweep killed?); put back the last "
+                   "good copy of Tune's state%s and %d checkpoint(s) Tune had deleted since (trials continue from the "
+                   "checkpoints it names; those that finished after it was taken run again)",
+                   ", ".join(map(str, damaged)), "".join(f", deleted the later {path.name}" for path in later),
+                   len(deleted))
+    return sorted(put_back)
 
 
 def low_space_message(experiment_dir: Path) -> str | None:
