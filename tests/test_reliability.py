@@ -287,3 +287,22 @@ def test_a_resumed_sweep_killed_while_tune_rewrites_its_state_resumes_from_the_l
     assert not list(experiment.glob(f"*{fourth}*"))  # Tune resumes from the third session, as the copy has it
     assert json.loads((experiment / f"experiment_state-{third}.json").read_text()) == {"trial_data": [1, 2]}
     assert pickle.loads((experiment / "tuner.pkl").read_bytes()) == "tuner"
+
+
+def test_the_copy_is_taken_from_tunes_staging_directory_where_its_files_agree(tmp_path: Path) -> None:
+    """Tune's upload thread rewrites the experiment directory's files one by one: there, a complete experiment state
+    can sit beside the search state of the save before. The copy reads the staging directory's, which Tune writes in
+    the thread that runs the callbacks."""
+    experiment, staging = tmp_path / "sweep", tmp_path / "staging"
+    experiment.mkdir()
+    staging.mkdir()
+    session = "2026-11-28_01-09-03"
+    (experiment / f"experiment_state-{session}.json").write_text(json.dumps({"trial_data": [1]}))
+    (experiment / f"basic-variant-state-{session}.json").write_bytes(pickle.dumps({"generated": 2}))  # uploaded
+    (experiment / "tuner.pkl").write_bytes(pickle.dumps("tuner"))  # not staged: the experiment directory's
+    (staging / f"experiment_state-{session}.json").write_text(json.dumps({"trial_data": [1, 2]}))
+    (staging / f"basic-variant-state-{session}.json").write_bytes(pickle.dumps({"generated": 2}))
+    assert back_up_state(experiment, staging_dir=staging) is not None
+    kept = pickle.loads((experiment / BACKUP_FILE).read_bytes())
+    assert json.loads(kept[f"experiment_state-{session}.json"]) == {"trial_data": [1, 2]}
+    assert pickle.loads(kept["tuner.pkl"]) == "tuner"

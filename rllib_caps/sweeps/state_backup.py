@@ -96,25 +96,29 @@ def _synced(path: Path) -> bool:
     return path.suffix in SYNCED_SUFFIXES and path.is_file()
 
 
-def _restore_read(experiment_dir: Path) -> list[Path]:
+def _restore_read(experiment_dir: Path, staging_dir: Path | None = None) -> list[Path]:
     """The state files a restore reads: of each kind (the file name with its session string as ``*``), the newest, as
-    Tune takes it (the greatest name)."""
+    Tune takes it (the greatest name). With ``staging_dir`` (Tune's staging directory), its copy of a file where it
+    has one: Tune writes it there in the thread that runs the callbacks, so at a callback it is complete and its
+    files agree, while the copy in ``experiment_dir`` may be half rewritten by Tune's upload thread."""
+    staged = list(filter(_synced, staging_dir.iterdir())) if staging_dir and staging_dir.is_dir() else []
     newest: dict[str, Path] = {}
-    for path in filter(_synced, experiment_dir.iterdir()):
-        kind = SESSION.sub("*", path.name)
-        if path.name > newest.get(kind, Path()).name:
-            newest[kind] = path
-    return sorted(newest.values())
+    for path in sorted([*filter(_synced, experiment_dir.iterdir()), *staged],
+                       key=lambda path: (path.name, path in staged)):
+        newest[SESSION.sub("*", path.name)] = path  # the greatest name last, and of two, the staged copy
+    return sorted(newest.values(), key=lambda path: path.name)
 
 
-def back_up_state(experiment_dir: Path, gone_before: frozenset[Path] = frozenset()) -> frozenset[Path] | None:
-    """Keeps the state files a restore reads in ``BACKUP_FILE`` when they have changed since and all load
+def back_up_state(experiment_dir: Path, gone_before: frozenset[Path] = frozenset(),
+                  staging_dir: Path | None = None) -> frozenset[Path] | None:
+    """Keeps the state files a restore reads (``_restore_read``, from ``staging_dir`` where it has them) in
+    ``BACKUP_FILE`` when they have changed since and all load
     completely (written to a temporary file, then renamed: a full disk keeps the previous copy), with links to
     every checkpoint saved by then (``keep_checkpoint``). Links to checkpoints already deleted at the previous
     copy (``gone_before``, what that call returned) are dropped: this state was written after that copy, so it
     names none of them. Returns the checkpoints deleted by now (for the next call), or None when the copy could
     not be written."""
-    state = {path.name: _complete_state(path) for path in _restore_read(experiment_dir)}
+    state = {path.name: _complete_state(path) for path in _restore_read(experiment_dir, staging_dir)}
     if not any(map(SESSION.search, state)) or None in state.values() or state == _read_backup(experiment_dir):
         return gone_before
     backup = experiment_dir / BACKUP_FILE
@@ -183,15 +187,16 @@ def _define_state_backup() -> type:
 
     class StateBackup(Callback):
         """Tune callback: ``keep_checkpoint`` for each checkpoint as Tune registers it (before it rotates older
-        ones out), and ``back_up_state`` at most every ``interval_s`` seconds (after a failed write, every
-        ``10 interval_s``) and at the end of the run."""
+        ones out), and ``back_up_state`` (from Tune's staging directory, which every trial's storage names) at most
+        every ``interval_s`` seconds (after a failed write, every ``10 interval_s``) and at the end of the run."""
 
         def __init__(self, experiment_dir: Path, interval_s: float = 5.0) -> None:
             self.experiment_dir, self.interval_s, self._next = experiment_dir, interval_s, 0.0
             self._gone: frozenset[Path] = frozenset()
 
-        def _back_up(self) -> None:
-            gone = back_up_state(self.experiment_dir, self._gone)
+        def _back_up(self, trials: list) -> None:
+            staging = Path(trials[0].storage.experiment_driver_staging_path) if trials else None
+            gone = back_up_state(self.experiment_dir, self._gone, staging)
             self._gone = self._gone if gone is None else gone
             self._next = time.monotonic() + self.interval_s * (10 if gone is None else 1)
 
@@ -205,10 +210,10 @@ def _define_state_backup() -> type:
 
         def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
             if time.monotonic() >= self._next:
-                self._back_up()
+                self._back_up(trials)
 
         def on_experiment_end(self, trials: list, **info: Any) -> None:
-            self._back_up()
+            self._back_up(trials)
 
     StateBackup.__module__ = __name__
     return StateBackup
