@@ -55,7 +55,8 @@ LONG_TESTS: dict[str, LongTest] = {
         LongTest(120, "a sweep on a Ray of its own, every process of it sent SIGTERM as Slurm does: the driver ends "
                       "only after its grace (STOP_GRACE_S, 20 s) by design; then resumed on the shared Ray"),
     "tests/test_packing.py::test_an_evaluation_during_training_rolls_out_while_the_population_trains_on": LongTest(
-        120, "the same packed trial three times (pipelined, in place, resumed), each with remote evaluation runners"),
+        120, "the same packed trial three times (pipelined, in place, resumed), each with remote evaluation runners, "
+             "and its members evaluated at once and one by one"),
 }
 
 
@@ -65,6 +66,40 @@ def budget_of(nodeid: str) -> tuple[float, str | None]:
         if nodeid == prefix or nodeid.startswith((prefix + "[", prefix + "::")):
             return long_test.budget_s, prefix
     return TEST_BUDGET_S, None
+
+
+def expected_cost(item: pytest.Item) -> int:
+    """2: named in ``LONG_TESTS``; 1: marked ``slow`` (Ray, sweeps, simulators); 0: the rest."""
+    if budget_of(item.nodeid)[1] is not None:
+        return 2
+    return int(item.get_closest_marker("slow") is not None)
+
+
+def deal(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
+    """``items`` in ``workers`` consecutive shares of pytest-xdist's sizes (``--dist worksteal`` gives the k-th
+    worker the next ``remaining // (workers - k)`` items, each runs its share in order, and an idle worker steals
+    from the end of another's), the costliest dealt out first, one to each share in turn, and the quick ones at the
+    ends: both workers start on long tests, and what is left to balance at the end is short. Within a cost, the
+    collection's order is kept."""
+    sizes, remaining = [], len(items)
+    for k in range(workers):
+        sizes.append(remaining // (workers - k))
+        remaining -= sizes[-1]
+    shares: list[list[pytest.Item]] = [[] for _ in range(workers)]
+    turn = 0
+    for item in sorted(items, key=expected_cost, reverse=True):
+        while len(shares[turn]) == sizes[turn]:
+            turn = (turn + 1) % workers
+        shares[turn].append(item)
+        turn = (turn + 1) % workers
+    return [item for share in shares for item in share]
+
+
+@pytest.hookimpl(trylast=True)  # after any plugin that reorders
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    workers = getattr(config, "workerinput", {}).get("workercount", 1)
+    if workers > 1:
+        items[:] = deal(items, workers)
 
 
 _TIMES: dict[str, float] = {}

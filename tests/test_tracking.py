@@ -136,31 +136,6 @@ def test_a_reachable_tracking_server_passes(answering_server: str, monkeypatch: 
 # ------------------------------------------------------------------------------------------------ slow
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(300)
-def test_no_credential_reaches_rays_logs(tmp_path: Path) -> None:
-    """A one-trial sweep with --wandb (offline) and --mlflow on a Ray that ``tune`` starts, with credentials
-    planted in its environment (W&B's key, AWS's, MLflow's password, a Hub token): none of them is in any file that
-    Ray wrote (its session's logs, the runtime-env agent's among them), while the W&B run was written."""
-    planted = {name: f"planted-{uuid.uuid4().hex}" for name in ("WANDB_API_KEY", "AWS_SECRET_ACCESS_KEY",
-                                                                "AWS_ACCESS_KEY_ID", "MLFLOW_TRACKING_PASSWORD",
-                                                                "HF_TOKEN")}
-    config = tmp_path / "tiny.yaml"
-    config.write_text(yaml.safe_dump({"training": {**TINY_TRAINING, "steps": 30}}))
-    command = [sys.executable, "-m", "rllib_caps.tune", "--config", str(config), "--tasks", "BallCircle", "--seeds",
-               "0", "--data-root", str(ROOT / "datasets"), "--storage", str(tmp_path), "--name", "secret",
-               "--no-cost-limits", "--wandb", "rllib-caps-test", "--mlflow"]
-    with ray_of_its_own("raysec") as ray_tmp:
-        env = {**os.environ, **planted, "RAY_TMPDIR": ray_tmp, "WANDB_MODE": "offline"}
-        done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env, check=False, timeout=250)
-        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-        written = {path: contents(path) for path in Path(ray_tmp).rglob("*")}
-    assert any(path.name.startswith("runtime_env_agent") and text for path, text in written.items()), \
-        "Ray's logs were not found"
-    assert list((tmp_path / "secret" / "wandb").glob("offline-run-*"))
-    leaked = [f"{path}: {name}" for path, text in written.items() for name, value in planted.items()
-              if value.encode() in text]
-    assert not leaked, leaked
 
 
 def contents(path: Path) -> bytes:
@@ -171,6 +146,7 @@ def contents(path: Path) -> bytes:
     except FileNotFoundError:
         return b""
 
+
 def _wandb_records(run_dir: Path) -> list[dict]:
     """The records of an offline W&B run's ``.wandb`` log, through wandb's own reader."""
     done = subprocess.run([sys.executable, "-m", "wandb", "leet", "inspect", "--json", str(run_dir)],
@@ -180,8 +156,12 @@ def _wandb_records(run_dir: Path) -> list[dict]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_a_sweep_logs_each_trial_to_wandb_offline_and_mlflow(ray_address: str, tmp_path: Path) -> None:
-    """One trial (2 iterations, evaluated after each: --eval-every 30) with --wandb, --mlflow and --log-artifacts:
+def test_a_sweep_logs_each_trial_to_wandb_offline_and_mlflow_and_no_credential_reaches_rays_logs(
+        tmp_path: Path) -> None:
+    """One trial (2 iterations, evaluated after each: --eval-every 30) with --wandb, --mlflow and --log-artifacts,
+    on a Ray that ``tune`` starts, with credentials planted in its environment (W&B's key, AWS's, MLflow's password,
+    a Hub token): none of them is in any file that Ray wrote (its session's logs, the runtime-env agent's among
+    them). The trackers get:
     one run per trial, named as the trial, grouped by the sweep's name, with the trial's variant as config, every
     iteration's losses and the per-κ evaluations at their gradient steps (the x axis), equal to the trial's
     result.json; an artifacts run in each tracker with the trial's final checkpoint, its ONNX bundle and the report's
@@ -191,16 +171,24 @@ def test_a_sweep_logs_each_trial_to_wandb_offline_and_mlflow(ray_address: str, t
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     command = [sys.executable, "-m", "rllib_caps.tune", "--tasks", "BallCircle", "--seeds", "0", "--data-root",
-               str(ROOT / "datasets"), "--storage", str(tmp_path), "--name", "tracked", "--address", ray_address,
-               "--no-cost-limits", "--eval-every", "30", "--wandb", "rllib-caps-test", "--mlflow", uri,
-               "--log-artifacts"]
+               str(ROOT / "datasets"), "--storage", str(tmp_path), "--name", "tracked", "--no-cost-limits",
+               "--eval-every", "30", "--wandb", "rllib-caps-test", "--mlflow", uri, "--log-artifacts"]
     config = tmp_path / "tiny.yaml"
     config.write_text(yaml.safe_dump({"training": TINY_TRAINING}))
-    env = {**os.environ, "WANDB_MODE": "offline"}  # the shared Ray's workers do not have it: passed on as mode
-    env.pop("WANDB_API_KEY", None)
-    done = subprocess.run([*command, "--config", str(config)], capture_output=True, text=True, cwd=ROOT, env=env,
-                          check=False, timeout=500)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    planted = {name: f"planted-{uuid.uuid4().hex}" for name in ("WANDB_API_KEY", "AWS_SECRET_ACCESS_KEY",
+                                                                "AWS_ACCESS_KEY_ID", "MLFLOW_TRACKING_PASSWORD",
+                                                                "HF_TOKEN")}
+    with ray_of_its_own("raysec") as ray_tmp:
+        env = {**os.environ, **planted, "RAY_TMPDIR": ray_tmp, "WANDB_MODE": "offline"}
+        done = subprocess.run([*command, "--config", str(config)], capture_output=True, text=True, cwd=ROOT,
+                              env=env, check=False, timeout=500)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        written = {path: contents(path) for path in Path(ray_tmp).rglob("*")}
+    assert any(path.name.startswith("runtime_env_agent") and text for path, text in written.items()), \
+        "Ray's logs were not found"
+    leaked = [f"{path}: {name}" for path, text in written.items() for name, value in planted.items()
+              if value.encode() in text]
+    assert not leaked, leaked
     assert "performance bottleneck" not in done.stdout + done.stderr, done.stderr
     (record,), _ = load_trials(tmp_path / "tracked")
     trial_id = record.trial_dir.name.split("_seed0_")[1]
