@@ -68,30 +68,20 @@ def budget_of(nodeid: str) -> tuple[float, str | None]:
     return TEST_BUDGET_S, None
 
 
-def expected_cost(item: pytest.Item) -> int:
-    """2: named in ``LONG_TESTS``; 1: marked ``slow`` (Ray, sweeps, simulators); 0: the rest."""
-    if budget_of(item.nodeid)[1] is not None:
-        return 2
-    return int(item.get_closest_marker("slow") is not None)
-
-
 def deal(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
     """``items`` in ``workers`` consecutive shares of pytest-xdist's sizes (``--dist worksteal`` gives the k-th
     worker the next ``remaining // (workers - k)`` items, each runs its share in order, and an idle worker steals
-    from the end of another's), the costliest dealt out first, one to each share in turn, and the quick ones at the
-    ends: both workers start on long tests, and what is left to balance at the end is short. Within a cost, the
-    collection's order is kept."""
-    sizes, remaining = [], len(items)
-    for k in range(workers):
-        sizes.append(remaining // (workers - k))
-        remaining -= sizes[-1]
-    shares: list[list[pytest.Item]] = [[] for _ in range(workers)]
-    turn = 0
-    for item in sorted(items, key=expected_cost, reverse=True):
-        while len(shares[turn]) == sizes[turn]:
-            turn = (turn + 1) % workers
-        shares[turn].append(item)
-        turn = (turn + 1) % workers
+    from the end of another's), with the ``LONG_TESTS`` dealt out first, one to each share in turn: both workers
+    start on long tests, and what is left to balance at the end is short. The other items keep the collection's
+    order (a module's tests stay together, so a module-scoped fixture is set up once per share)."""
+    long = [item for item in items if budget_of(item.nodeid)[1] is not None]
+    rest = iter([item for item in items if budget_of(item.nodeid)[1] is None])
+    shares: list[list[pytest.Item]] = [long[k::workers] for k in range(workers)]
+    remaining = len(items)
+    for k, share in enumerate(shares):
+        size = remaining // (workers - k)
+        remaining -= size
+        share.extend(next(rest) for _ in range(size - len(share)))
     return [item for share in shares for item in share]
 
 
