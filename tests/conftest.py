@@ -55,8 +55,7 @@ LONG_TESTS: dict[str, LongTest] = {
         LongTest(120, "a sweep on a Ray of its own, every process of it sent SIGTERM as Slurm does: the driver ends "
                       "only after its grace (STOP_GRACE_S, 20 s) by design; then resumed on the shared Ray"),
     "tests/test_packing.py::test_an_evaluation_during_training_rolls_out_while_the_population_trains_on": LongTest(
-        120, "the same packed trial three times (pipelined, in place, resumed), each with remote evaluation runners, "
-             "and its members evaluated at once and one by one"),
+        120, "the same packed trial three times (pipelined, in place, resumed), each with remote evaluation runners"),
 }
 
 
@@ -66,30 +65,6 @@ def budget_of(nodeid: str) -> tuple[float, str | None]:
         if nodeid == prefix or nodeid.startswith((prefix + "[", prefix + "::")):
             return long_test.budget_s, prefix
     return TEST_BUDGET_S, None
-
-
-def deal(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
-    """``items`` in ``workers`` consecutive shares of pytest-xdist's sizes (``--dist worksteal`` gives the k-th
-    worker the next ``remaining // (workers - k)`` items, each runs its share in order, and an idle worker steals
-    from the end of another's), with the ``LONG_TESTS`` dealt out first, one to each share in turn: both workers
-    start on long tests, and what is left to balance at the end is short. The other items keep the collection's
-    order (a module's tests stay together, so a module-scoped fixture is set up once per share)."""
-    long = [item for item in items if budget_of(item.nodeid)[1] is not None]
-    rest = iter([item for item in items if budget_of(item.nodeid)[1] is None])
-    shares: list[list[pytest.Item]] = [long[k::workers] for k in range(workers)]
-    remaining = len(items)
-    for k, share in enumerate(shares):
-        size = remaining // (workers - k)
-        remaining -= size
-        share.extend(next(rest) for _ in range(size - len(share)))
-    return [item for share in shares for item in share]
-
-
-@pytest.hookimpl(trylast=True)  # after any plugin that reorders
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    workers = getattr(config, "workerinput", {}).get("workercount", 1)
-    if workers > 1:
-        items[:] = deal(items, workers)
 
 
 _TIMES: dict[str, float] = {}

@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 import pytest
-from conftest import LONG_TESTS, LongTest, budget_of, deal
+from conftest import LONG_TESTS, budget_of
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -48,30 +48,3 @@ def test_the_guard_fails_a_test_over_its_budget_and_names_it(pytester: pytest.Py
     result.stdout.fnmatch_lines(["*test_timed.py::test_over_the_margin took * s, over its 0.2 s budget times the load "
                                  "margin 2*LONG_TESTS*",
                                  "*over budget (within the load margin): test_timed.py::test_within_the_margin*"])
-
-
-def test_the_long_tests_start_both_workers_shares_and_the_rest_keeps_its_order(pytester: pytest.Pytester,
-                                                                                monkeypatch: pytest.MonkeyPatch
-                                                                                ) -> None:
-    """``deal`` on a real collection: two shares of pytest-xdist's sizes (5 and 6), each starting with its turn of
-    the long tests (a listed test and all its parameters); the rest in the collection's order."""
-    monkeypatch.setitem(LONG_TESTS, "test_mix.py::test_long", LongTest(120, "a long one"))
-    pytester.makepyfile(test_mix="""
-        import pytest
-
-        def test_a(): pass
-        @pytest.mark.parametrize("n", [1, 2])
-        def test_long(n): pass
-        def test_b(): pass
-        def test_c(): pass
-        def test_d(): pass
-        def test_e(): pass
-        def test_long_not(): pass
-        def test_f(): pass
-        def test_g(): pass
-        def test_h(): pass
-    """)
-    items, _ = pytester.inline_genitems()
-    names = [item.name for item in deal(items, 2)]
-    assert names[:5] == ["test_long[1]", "test_a", "test_b", "test_c", "test_d"]
-    assert names[5:] == ["test_long[2]", "test_e", "test_long_not", "test_f", "test_g", "test_h"]

@@ -209,6 +209,24 @@ def test_a_packed_search_trains_several_samples_and_their_seeds_as_one_populatio
     assert chosen["awr_beta"] == best_parameters(records)[("BallCircle", "K3")]["awr_beta"]
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_members_with_remote_evaluation_runners_evaluate_at_once_as_they_do_one_by_one(ray_address: str) -> None:
+    """With ``eval_runners`` ≥ 1 a packed trial's members evaluate at the same time, each on its own EnvRunners,
+    with the results that evaluating them one after another gives."""
+    options = SweepOptions(seeds=[3, 4], data_root=str(ROOT / "datasets"),
+                           training={**TINY_TRAINING, "eval_runners": 1})
+    setup = setup_dict(options, plan_resources(1, 2, 0, num_gpus=0, cpus_per_trial=1, gpus_per_trial=None,
+                                               max_concurrent=None))
+    (variant,) = packed_variants(grid_variants(options, options.task_specs()), options.seeds)
+    trainable = SweepTrial(config={"variant": variant, "setup": setup})
+    while not (result := trainable.train())["done"]:
+        pass
+    assert all(algorithm.config.evaluation_num_env_runners == 1 for algorithm in trainable.algorithms)
+    at_once = [evaluation["dsrl"]["mean"] for evaluation in trainable.population.evaluate()]
+    one_by_one = [algorithm.evaluate()["dsrl"]["mean"] for algorithm in trainable.algorithms]
+    trainable.stop()
+    assert at_once == one_by_one == [result[MEMBERS][name]["evaluation"]["dsrl"]["mean"] for name in ("seed3", "seed4")]
 
 
 @pytest.mark.slow
@@ -219,9 +237,7 @@ def test_an_evaluation_during_training_rolls_out_while_the_population_trains_on(
     """With remote evaluation runners, the evaluation after iteration 2 of 4 (``eval_every``) is pipelined: it is
     due after iteration 2 (a checkpoint taken then records it), and iteration 3 trains while the members' runners
     roll out and reports it with the gradient steps it evaluated. Its figures, and the weights at the end, are
-    those of the same trial evaluating in place, and of the trial resumed from that checkpoint. At the end, the
-    members evaluate at the same time, each on its own EnvRunners, with the results that evaluating them one after
-    another gives."""
+    those of the same trial evaluating in place, and of the trial resumed from that checkpoint."""
     import time
 
     from rllib_caps.core.population import Population
@@ -251,8 +267,7 @@ def test_an_evaluation_during_training_rolls_out_while_the_population_trains_on(
 
     checkpoint = str(tmp_path / "checkpoint")
 
-    def run(iterations: int, restore: bool = False, at_once: bool = False
-            ) -> tuple[list[dict], list[dict[str, torch.Tensor]]]:
+    def run(iterations: int, restore: bool = False) -> tuple[list[dict], list[dict[str, torch.Tensor]]]:
         training_starts.clear()
         evaluations_timed.clear()
         trainable = SweepTrial(config={"variant": variant, "setup": setup})
@@ -266,11 +281,6 @@ def test_an_evaluation_during_training_rolls_out_while_the_population_trains_on(
             if not restore and len(results) == 2:
                 trainable.save(checkpoint)  # after iteration 2, whose evaluation is due (or done, in place)
         weights = [algorithm.get_module().state_dict() for algorithm in trainable.algorithms]
-        if at_once:
-            assert all(algorithm.config.evaluation_num_env_runners == 1 for algorithm in trainable.algorithms)
-            together = [evaluation["dsrl"]["mean"] for evaluation in trainable.population.evaluate()]
-            one_by_one = [algorithm.evaluate()["dsrl"]["mean"] for algorithm in trainable.algorithms]
-            assert together == one_by_one == [e["dsrl"]["mean"] for e in evaluations(results[-1])]
         trainable.stop()
         return results, weights
 
@@ -282,7 +292,7 @@ def test_an_evaluation_during_training_rolls_out_while_the_population_trains_on(
             for name, value in other.items():
                 torch.testing.assert_close(member[name], value, rtol=0, atol=0, msg=name)
 
-    pipelined, pipelined_weights = run(4, at_once=True)
+    pipelined, pipelined_weights = run(4)
     assert [any(evaluations(r)) for r in pipelined] == [False, False, True, True] and pipelined[-1]["done"]
     assert [e["gradient_steps"] for e in evaluations(pipelined[2])] == [40, 40]
     assert all(begin < training_starts[2] < end for begin, end in evaluations_timed[:2])  # beside iteration 3
