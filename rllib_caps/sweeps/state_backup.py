@@ -92,6 +92,12 @@ def _deleted_but_kept(experiment_dir: Path) -> list[Path]:
     return [checkpoint for checkpoint in linked if not (experiment_dir / checkpoint).exists()]
 
 
+def _session(name: str) -> str:
+    """The Tune session string in a state file's name; "" for an unstamped file (``tuner.pkl``, the plan)."""
+    match = SESSION.search(name)
+    return match.group() if match else ""
+
+
 def _synced(path: Path) -> bool:
     return path.suffix in SYNCED_SUFFIXES and path.is_file()
 
@@ -101,7 +107,7 @@ def _restore_read(experiment_dir: Path, staging_dir: Path | None = None) -> list
     Tune takes it (the greatest name). With ``staging_dir`` (Tune's staging directory), its copy of a file where it
     has one: Tune writes it there in the thread that runs the callbacks, so at a callback it is complete and its
     files agree, while the copy in ``experiment_dir`` may be half rewritten by Tune's upload thread."""
-    staged = list(filter(_synced, staging_dir.iterdir())) if staging_dir and staging_dir.is_dir() else []
+    staged = set(filter(_synced, staging_dir.iterdir())) if staging_dir and staging_dir.is_dir() else set()
     newest: dict[str, Path] = {}
     for path in sorted([*filter(_synced, experiment_dir.iterdir()), *staged],
                        key=lambda path: (path.name, path in staged)):
@@ -112,14 +118,13 @@ def _restore_read(experiment_dir: Path, staging_dir: Path | None = None) -> list
 def back_up_state(experiment_dir: Path, gone_before: frozenset[Path] = frozenset(),
                   staging_dir: Path | None = None) -> frozenset[Path] | None:
     """Keeps the state files a restore reads (``_restore_read``, from ``staging_dir`` where it has them) in
-    ``BACKUP_FILE`` when they have changed since and all load
-    completely (written to a temporary file, then renamed: a full disk keeps the previous copy), with links to
-    every checkpoint saved by then (``keep_checkpoint``). Links to checkpoints already deleted at the previous
-    copy (``gone_before``, what that call returned) are dropped: this state was written after that copy, so it
-    names none of them. Returns the checkpoints deleted by now (for the next call), or None when the copy could
-    not be written."""
+    ``BACKUP_FILE`` when they have changed since and all load completely (written to a temporary file, then renamed:
+    a full disk keeps the previous copy), with links to every checkpoint saved by then (``keep_checkpoint``). Links
+    to checkpoints already deleted at the previous copy (``gone_before``, what that call returned) are dropped: this
+    state was written after that copy, so it names none of them. Returns the checkpoints deleted by now (for the
+    next call), or None when the copy could not be written."""
     state = {path.name: _complete_state(path) for path in _restore_read(experiment_dir, staging_dir)}
-    if not any(map(SESSION.search, state)) or None in state.values() or state == _read_backup(experiment_dir):
+    if not any(map(_session, state)) or None in state.values() or state == _read_backup(experiment_dir):
         return gone_before
     backup = experiment_dir / BACKUP_FILE
     try:
@@ -147,12 +152,11 @@ def repair_state(experiment_dir: Path) -> list[Path]:
         return []
     backup = _read_backup(experiment_dir)
     later: list[Path] = []
-    put_back = [path for path in damaged if not SESSION.search(path.name)]
-    if len(put_back) < len(damaged) and any(map(SESSION.search, backup)):
-        session = max(match.group() for match in map(SESSION.search, backup) if match)
-        later = [path for path in filter(_synced, experiment_dir.iterdir())
-                 if (match := SESSION.search(path.name)) and match.group() > session]
-        put_back += [experiment_dir / name for name in backup if SESSION.search(name)]
+    put_back = [path for path in damaged if not _session(path.name)]
+    session = max(map(_session, backup), default="")  # the copy's
+    if len(put_back) < len(damaged) and session:
+        later = [path for path in filter(_synced, experiment_dir.iterdir()) if _session(path.name) > session]
+        put_back += [experiment_dir / name for name in backup if _session(name)]
     if missing := [path for path in damaged if path not in later and path.name not in backup]:
         raise SweepError(f"--resume: {missing[0]} is truncated or corrupt (was --storage full, or the sweep killed?) "
                          f"and there is no earlier copy ({experiment_dir / BACKUP_FILE}); finished trials keep "
