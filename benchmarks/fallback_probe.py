@@ -44,13 +44,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--fallback", type=Path, required=True, help="a BC-Safe checkpoint of the same task")
     parser.add_argument("--thresholds", type=float, nargs="+", help="cost thresholds κ [the task's three]")
     parser.add_argument("--episodes", type=int, default=20, help="episodes per κ [20]")
+    parser.add_argument("--calibrate-cost", metavar="MODE", help="set Q^c's shift from --data as evaluate "
+                        "--calibrate-cost does [the checkpoint's shift]")
+    parser.add_argument("--data", type=Path, help="the converted dataset the checkpoint trained on (--calibrate-cost)")
     parser.add_argument("--out", type=Path, required=True, help="JSON to write (evaluate --json's results)")
     args = parser.parse_args(argv)
+    if args.calibrate_cost and not args.data:
+        parser.error("--calibrate-cost needs --data, the dataset the checkpoint trained on")
 
     from rllib_caps.algorithms.bc.torch.default_bc_torch_rl_module import DefaultBCTorchRLModule
+    from rllib_caps.algorithms.caps.calibration import CALIBRATION_COLUMNS, calibrate_cost_critic
     from rllib_caps.algorithms.caps.policy import CAPSPolicy
     from rllib_caps.core.deployment import load_module
     from rllib_caps.core.rollout import episode_seed, evaluate_policy
+    from rllib_caps.data import TransitionDataset
     from rllib_caps.envs.tasks import get_task
     from rllib_caps.utils.atomic import atomic_file
 
@@ -61,8 +68,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--fallback {args.fallback} was trained on {fallback.model_config.get('task')}, --checkpoint "
                      f"on {policy.task}")
     task = get_task(policy.task)
+    if args.calibrate_cost:
+        tensors = TransitionDataset.from_parquet(args.data).tensors
+        columns = {name: tensors[name].numpy() for name in CALIBRATION_COLUMNS}
+        calibrate_cost_critic(policy, columns, args.calibrate_cost)
     results = evaluate_policy(with_fallback_head(policy, fallback), task, args.thresholds or task.thresholds,
-                              args.episodes, seed=episode_seed(policy))
+                              args.episodes, seed=episode_seed(policy)) | {"cost_shift": policy.cost_shift}
     with atomic_file(args.out) as tmp:
         tmp.write_text(json.dumps(results, indent=1) + "\n")
     return 0
