@@ -108,14 +108,22 @@ def test_fqe_recovers_the_exact_q_of_each_head_on_a_finite_cmdp() -> None:
     with torch.no_grad():
         means = actor(torch.eye(m.n_states)[s], torch.from_numpy(t))
         q_reward, q_cost = critics.replace(x, means, torch.zeros(len(s), 2), torch.zeros(len(s), 2))
-        kept_reward, kept_cost = critics.reward_only().replace(x, means, torch.zeros(len(s), 2),
-                                                               torch.full((len(s), 2), 7.0))
+        kept_reward, kept_cost = critics.variant("fqe-reward").replace(x, means, torch.zeros(len(s), 2),
+                                                                       torch.full((len(s), 2), 7.0))
+        given_reward, fallback_cost = critics.variant("fqe-fallback").replace(x, means, torch.full((len(s), 2), 7.0),
+                                                                              torch.zeros(len(s), 2))
     for k in range(2):
         v_reward = exact_q(m, rewards, policies[k])[t, s, policies[k][s]]
         v_cost = exact_q(m, m.step_cost, policies[k])[t, s, policies[k][s]]
         np.testing.assert_allclose(q_reward[:, k].numpy(), v_reward, atol=0.08 * np.ptp(v_reward))
         np.testing.assert_allclose(q_cost[:, k].numpy(), v_cost, atol=0.08 * np.ptp(v_cost))
+        # fqe-fallback: head k's action once, then the cost head (head 1) ever after
+        then_fallback = exact_q(m, m.step_cost, policies[1])[t, s, policies[k][s]]
+        np.testing.assert_allclose(fallback_cost[:, k].numpy(), then_fallback, atol=0.08 * np.ptp(then_fallback))
+    assert np.abs(exact_q(m, m.step_cost, policies[1])[t, s, policies[0][s]]
+                  - exact_q(m, m.step_cost, policies[0])[t, s, policies[0][s]]).max() > 0.2  # the two differ here
     assert torch.equal(kept_reward, q_reward) and torch.all(kept_cost == 7.0)  # fqe-reward keeps the given Q^c
+    assert torch.all(given_reward == 7.0)  # fqe-fallback keeps the given Q^r
 
 
 def test_module_switching_reads_the_override() -> None:
@@ -123,18 +131,22 @@ def test_module_switching_reads_the_override() -> None:
     obs, zeros = torch.randn(8, OBS), torch.zeros(8)
     critics = FQECritics(OBS, 2, [8], num_heads=3, fit_cost=True)
     with torch.no_grad():
-        for nets, bias in ((critics.reward, (0.0, 5.0, 1.0)), (critics.cost, (0.0, 0.0, 0.0))):
+        for nets, bias in ((critics.reward, (0.0, 5.0, 1.0)), (critics.cost, (0.0, 0.5, 0.25))):
             for k, twin in enumerate(nets):
                 for q in twin.members:
                     q[-1].weight.zero_()
                     q[-1].bias.fill_(bias[k])
         _, q_reward, q_cost = module.head_values(obs, zeros, critics)
         _, heads = module.switching_actions(obs, zeros, zeros, 1.0, critics)
-    assert torch.all(q_reward == torch.tensor([0.0, 5.0, 1.0])) and torch.all(q_cost == 0.0)
-    assert torch.all(heads == 1)  # every head feasible (Q̂^c = 0 < threshold): the highest Q̂^r wins
+    assert torch.all(q_reward == torch.tensor([0.0, 5.0, 1.0])) and torch.all(q_cost == torch.tensor([0.0, 0.5, 0.25]))
+    assert torch.all(heads == 1)  # every head feasible (Q̂^c < threshold): the highest Q̂^r wins
     _, offline_reward, offline_cost = module.head_values(obs, zeros)
-    _, kept_reward, kept_cost = module.head_values(obs, zeros, critics.reward_only())
+    _, kept_reward, kept_cost = module.head_values(obs, zeros, critics.variant("fqe-reward"))
     assert torch.equal(kept_cost, offline_cost) and not torch.equal(kept_reward, offline_reward)
+    _, kept_reward, fallback_cost = module.head_values(obs, zeros, critics.variant("fqe-fallback"))
+    assert torch.equal(kept_reward, offline_reward) and torch.all(fallback_cost == 0.25)  # the last head's Q̂^c
+    with pytest.raises(ValueError, match="fit_cost"):
+        FQECritics(OBS, 2, [8], num_heads=3, fit_cost=False).variant("fqe-fallback")
 
 
 @pytest.mark.slow

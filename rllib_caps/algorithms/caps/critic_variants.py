@@ -8,8 +8,11 @@ from dataclasses import dataclass, replace
 
 from rllib_caps.utils.smoke import smoke_test
 
-# The critics the switching rule reads: the offline ones, FQE Q̂^r with the offline Q^c, FQE Q̂^r and Q̂^c.
-CRITICS = ("offline", "fqe-reward", "fqe-both")
+# The critics the switching rule reads: the offline ones, FQE Q̂^r with the offline Q^c, FQE Q̂^r and Q̂^c, and the
+# offline Q^r with the fallback's Q̂^c_{K−1} at every head's action (the cost of acting with the head once, then with
+# the cost head; docs/paper.md, "FQE ablation").
+FQE_VARIANTS = ("fqe-reward", "fqe-both", "fqe-fallback")
+CRITICS = ("offline", *FQE_VARIANTS)
 
 
 @dataclass(frozen=True)

@@ -67,8 +67,10 @@ class CAPSExtension(AlgorithmExtension):
         parser.add_argument("--head", type=int, help="act with this head alone instead of switching (ablation)")
         parser.add_argument("--critic", nargs="+", default=["offline"], choices=CRITICS,
                             help="critics the switching rule reads: offline (the trained Q^r, Q^c), fqe-reward (FQE "
-                                 "Q̂^r with the offline Q^c), fqe-both (FQE Q̂^r and Q̂^c); several are evaluated on the "
-                                 "same episodes and share one FQE fit [offline]")
+                                 "Q̂^r with the offline Q^c), fqe-both (FQE Q̂^r and Q̂^c), fqe-fallback (the offline "
+                                 "Q^r; a head is feasible when acting with it once and with the cost head after fits "
+                                 "the budget, by the cost head's FQE Q̂^c); several are evaluated on the same episodes "
+                                 "and share one FQE fit [offline]")
         parser.add_argument("--data", help="converted dataset FQE and the cost calibration read "
                                            "[datasets/<the checkpoint's task>]")
         parser.add_argument("--fqe-steps", type=int, default=FQESettings.steps,

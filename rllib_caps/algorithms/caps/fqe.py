@@ -2,11 +2,12 @@
 (Sec. "Ablation Studies", "Off-policy evaluation"; Appendix "Results for FQE Variants of CAPS").
 
 After training, each head π_k (the deterministic mean action the switching rule uses) gets its own twin
-critic Q̂^r_k, and with ``"fqe-both"`` also Q̂^c_k, fitted on the same dataset by TD regression onto
+critic Q̂^r_k, and with a cost variant also Q̂^c_k, fitted on the same dataset by TD regression onto
 ``signal + γ (1 − end) Q̂'_k(s', π_k(s'))`` with Polyak-averaged targets. The switching rule then reads these
-in place of the offline critics (``"fqe-reward"``: Q̂^r with the offline Q^c; ``"fqe-both"``: Q̂^r and Q̂^c)
-through ``head_values(..., critics=...)`` of the CAPS module. Choices are documented in docs/paper.md,
-"FQE ablation". Pure torch: no Ray import.
+in place of the offline critics through ``head_values(..., critics=...)`` of the CAPS module: ``"fqe-reward"``,
+Q̂^r with the offline Q^c; ``"fqe-both"``, Q̂^r and Q̂^c; ``"fqe-fallback"``, the offline Q^r and, for every head k,
+the cost head's Q̂^c_{K−1}(s, π_k(s)): the cost of acting with head k once and with the fallback ever after. Choices
+are documented in docs/paper.md, "FQE ablation". Pure torch: no Ray import.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from rllib_caps.algorithms.caps.critic_variants import CRITICS, FQESettings
+from rllib_caps.algorithms.caps.critic_variants import CRITICS, FQE_VARIANTS, FQESettings
 from rllib_caps.core.losses import polyak_update
 from rllib_caps.core.nets import TwinQ
 from rllib_caps.core.optim import adam
@@ -48,7 +49,8 @@ def fqe_loss(q1: torch.Tensor, q2: torch.Tensor, next_q1: torch.Tensor, next_q2:
 
 class FQECritics(nn.Module):
     """Per-head FQE critics: ``reward[k]`` holds Q̂^r_k (raw reward units), ``cost[k]`` Q̂^c_k (cost units,
-    trained on +c) or ``cost is None`` when only the reward side was fitted."""
+    trained on +c) or ``cost is None`` when only the reward side was fitted. Which of them ``replace`` reads is the
+    critic variant's (``variant``); a fit reads them as ``"fqe-both"``, or ``"fqe-reward"`` without a cost side."""
 
     def __init__(self, critic_obs_dim: int, act_dim: int, hidden: list[int], num_heads: int, fit_cost: bool) -> None:
         super().__init__()
@@ -56,23 +58,33 @@ class FQECritics(nn.Module):
         self.reward = nn.ModuleList(TwinQ(critic_obs_dim, act_dim, hidden) for _ in range(num_heads))
         self.cost = (nn.ModuleList(TwinQ(critic_obs_dim, act_dim, hidden) for _ in range(num_heads))
                      if fit_cost else None)
-        self.use_cost = fit_cost  # whether ``replace`` also replaces Q^c
+        self.replaces_reward = True  # Q̂^r_k in place of the offline Q^r
+        self.cost_critics: list[int] | None = list(range(num_heads)) if fit_cost else None  # Q̂^c read per head
 
-    def reward_only(self) -> FQECritics:
-        """The same fitted critics, replacing Q^r only (the ``"fqe-reward"`` variant of a ``"fqe-both"`` fit)."""
-        view = copy.copy(self)  # shares the networks; ``use_cost`` is the view's own
-        view.use_cost = False
+    def variant(self, critic: str) -> FQECritics:
+        """The same fitted critics read as the variant ``critic`` (one of ``CRITICS`` other than "offline"; its cost
+        side needs a fit with ``fit_cost``): a view that shares the networks."""
+        if critic not in FQE_VARIANTS:
+            raise ValueError(f"critic must be one of {FQE_VARIANTS}, got {critic!r}")
+        if critic != "fqe-reward" and self.cost is None:
+            raise ValueError(f"critic {critic!r} reads Q̂^c: fit FQE with fit_cost")
+        view = copy.copy(self)
+        view.replaces_reward = critic != "fqe-fallback"
+        view.cost_critics = {"fqe-reward": None, "fqe-both": list(range(self.num_heads)),
+                             "fqe-fallback": [self.num_heads - 1] * self.num_heads}[critic]
         return view
 
     def replace(self, critic_obs: torch.Tensor, head_actions: torch.Tensor, q_reward: torch.Tensor,
                 q_cost: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The switching rule's ``(Q^r, Q^c)``, each ``(B, K)``, with the fitted heads' values in place of the
-        offline ones: Q̂^r_k(s, π_k(s)) as the min twin, Q̂^c_k as the max twin (as for the offline critics)."""
-        q_reward = torch.stack([torch.min(*self.reward[k](critic_obs, head_actions[:, k]))
-                                for k in range(self.num_heads)], dim=1)
-        if self.use_cost:
-            q_cost = torch.stack([torch.max(*self.cost[k](critic_obs, head_actions[:, k]))
-                                  for k in range(self.num_heads)], dim=1)
+        """The switching rule's ``(Q^r, Q^c)``, each ``(B, K)``, with the fitted values the variant reads in place
+        of the offline ones: Q̂^r_k(s, π_k(s)) as the min twin; for head k, Q̂^c_j(s, π_k(s)) of ``cost_critics[k]``
+        = j as the max twin (as for the offline critics); j = k for "fqe-both", j = K−1 for "fqe-fallback"."""
+        if self.replaces_reward:
+            q_reward = torch.stack([torch.min(*self.reward[k](critic_obs, head_actions[:, k]))
+                                    for k in range(self.num_heads)], dim=1)
+        if self.cost_critics is not None:
+            q_cost = torch.stack([torch.max(*self.cost[j](critic_obs, head_actions[:, k]))
+                                  for k, j in enumerate(self.cost_critics)], dim=1)
         return q_reward, q_cost
 
 
@@ -134,7 +146,8 @@ def fit_fqe(actor: Actor, critic_input: CriticInput, dataset: TransitionDataset,
 def fit_module_fqe(module: nn.Module, dataset: TransitionDataset, critic: str, settings: FQESettings,
                    progress: bool = True) -> FQECritics | None:
     """The critics a CAPS module switches with under ``critic`` (one of ``CRITICS``): None for ``"offline"``,
-    else FQE fitted for its heads with the module's hidden sizes, discounts and time-limit handling."""
+    else FQE fitted for its heads with the module's hidden sizes, discounts and time-limit handling, read as
+    ``critic``."""
     if critic not in CRITICS:
         raise ValueError(f"critic must be one of {CRITICS}, got {critic!r}")
     if critic == "offline":
@@ -142,28 +155,28 @@ def fit_module_fqe(module: nn.Module, dataset: TransitionDataset, critic: str, s
     cfg = module.model_config
     device = next(module.parameters()).device
     dataset = TransitionDataset({k: v.to(device) for k, v in dataset.tensors.items()})
-    return fit_fqe(module.head_means, module.critic_input, dataset, hidden=list(cfg["hidden"]),
-                   gamma=module.gamma, cost_gamma=module.cost_gamma, time_limit=cfg.get("time_limit", "bootstrap"),
-                   fit_cost=critic == "fqe-both", settings=settings, progress=progress)
+    fitted = fit_fqe(module.head_means, module.critic_input, dataset, hidden=list(cfg["hidden"]),
+                     gamma=module.gamma, cost_gamma=module.cost_gamma, time_limit=cfg.get("time_limit", "bootstrap"),
+                     fit_cost=critic != "fqe-reward", settings=settings, progress=progress)
+    return fitted.variant(critic)
 
 
 def evaluate_critics(policy: Any, dataset: TransitionDataset, task: TaskSpec, thresholds: Sequence[float],
                      episodes: int, critics: Sequence[str], settings: FQESettings, *, seed: int = 0,
                      progress: bool = True) -> dict[str, dict[str, Any]]:
     """Critic variant -> the results schema of ``policy`` (a ``CAPSPolicy``) rolled out with that variant's
-    critics. One FQE fit serves every FQE variant: with ``"fqe-both"`` among them Q̂^c is fitted too, and
-    ``"fqe-reward"`` reuses its Q̂^r. Every variant sees the same episode seeds."""
+    critics. One FQE fit serves every FQE variant: Q̂^c is fitted too unless ``"fqe-reward"`` is the only one, and
+    each variant reads the fit its way (``FQECritics.variant``). Every variant sees the same episode seeds."""
     unknown = [c for c in critics if c not in CRITICS]
     if unknown:
         raise ValueError(f"critics must be among {CRITICS}, got {unknown}")
     fitted = None
-    if any(c != "offline" for c in critics):
-        fitted = fit_module_fqe(policy.module, dataset, "fqe-both" if "fqe-both" in critics else "fqe-reward",
-                                settings, progress=progress)
-    chosen = {"offline": None, "fqe-both": fitted, "fqe-reward": fitted.reward_only() if fitted else None}
+    if fqe := [c for c in critics if c != "offline"]:
+        fitted = fit_module_fqe(policy.module, dataset, "fqe-reward" if fqe == ["fqe-reward"] * len(fqe)
+                                else "fqe-both", settings, progress=progress)
     results = {}
     for critic in critics:
-        policy.critics = chosen[critic]
+        policy.critics = None if critic == "offline" else fitted.variant(critic)
         results[critic] = evaluate_policy(policy, task, thresholds, episodes, seed=seed, progress=progress)
     policy.critics = None
     return results

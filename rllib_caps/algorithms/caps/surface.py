@@ -18,7 +18,8 @@ CAPS_ACTOR = SweepAxis("actor", option="actors", default=("shared",), choices=("
                        help="actor bodies, one trial each: shared (paper) or separate (ablation)")
 CAPS_CRITIC = SweepAxis("critic", option="critics", default=("offline",), choices=CRITICS, evaluated=True,
                         help="critics the switching rule reads, each evaluated after the same training (FQE "
-                             "ablation): offline, fqe-reward (FQE Q̂^r + offline Q^c), fqe-both (FQE Q̂^r and Q̂^c)")
+                             "ablation): offline, fqe-reward (FQE Q̂^r + offline Q^c), fqe-both (FQE Q̂^r and Q̂^c), "
+                             "fqe-fallback (offline Q^r; Q^c: the head once, then the cost head, by FQE)")
 CAPS_AXES = (CAPS_HEADS, CAPS_BACKBONE, CAPS_ACTOR, CAPS_CRITIC)
 
 
@@ -43,7 +44,8 @@ CAPS_ABLATIONS = (
                  CAPS_BACKBONE.choices),
     AblationAxis(CAPS_CRITIC.name, "offline critics vs FQE",
                  lambda c: {"offline": "offline critics", "fqe-reward": "FQE reward + offline cost",
-                            "fqe-both": "FQE reward and cost"}.get(c, c), CAPS_CRITIC.reference, CRITICS),
+                            "fqe-both": "FQE reward and cost", "fqe-fallback": "FQE cost of the fallback"}.get(c, c),
+                 CAPS_CRITIC.reference, CRITICS),
 )
 CAPS_SWEEP_SETTINGS = (SweepSetting("fqe_steps", bounds={"integer": True, "minimum": 1},
                                     help="FQE gradient steps per trial with --critics fqe-* [20000]"),)
