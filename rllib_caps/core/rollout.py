@@ -15,7 +15,7 @@ the env's random state. ``evaluate_policy`` does the same on one env, runner by 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -80,6 +80,19 @@ def runner_shares(episodes: int, runners: int) -> list[tuple[int, int]]:
     return [(index, len(part)) for index, part in enumerate(np.array_split(np.arange(episodes), runners), start=1)]
 
 
+def threshold_episodes(policy: Any, env: Any, threshold: float, shares: Sequence[tuple[int, int]], seed: int,
+                       extension: AlgorithmExtension | None, on_episode: Callable[[], Any] = lambda: None
+                       ) -> list[EpisodeOutcome]:
+    """The evaluation episodes at one threshold, as ``train`` runs them: runner i's share (``runner_shares``), its
+    first from ``reset(seed=seed + i)`` and its others unseeded; ``on_episode`` is called after each."""
+    outcomes = []
+    for index, share in shares:
+        for i in range(share):
+            outcomes.append(run_episode(policy, env, threshold, seed + index if i == 0 else None, extension))
+            on_episode()
+    return outcomes
+
+
 def policy_task(policy: Any, name: str | None = None) -> TaskSpec:
     """The task to evaluate ``policy`` on: ``name`` (a DSRL or declared task) where given, else the declared task's spec
     its checkpoint carries (``OfflineSafeConfig.task_spec``), else the DSRL task it was trained on."""
@@ -108,11 +121,7 @@ def evaluate_policy(policy: Any, task: TaskSpec, thresholds: Sequence[float], ep
     with tqdm(total=len(thresholds) * episodes, desc=f"evaluate {task.name}", unit="ep",
               disable=not progress) as bar:
         for threshold in thresholds:
-            outcomes = []
-            for index, share in shares:
-                for i in range(share):
-                    outcomes.append(run_episode(policy, env, threshold, seed + index if i == 0 else None, extension))
-                    bar.update(1)
+            outcomes = threshold_episodes(policy, env, threshold, shares, seed, extension, lambda: bar.update(1))
             summaries.append(summarize(outcomes, threshold, *reward_range(task), extension))
     env.close()
     return results_dict(summaries)
