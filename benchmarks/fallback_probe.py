@@ -53,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--calibrate-cost needs --data, the dataset the checkpoint trained on")
 
     from rllib_caps.algorithms.bc.torch.default_bc_torch_rl_module import DefaultBCTorchRLModule
-    from rllib_caps.algorithms.caps.calibration import CALIBRATION_COLUMNS, calibrate_cost_critic
+    from rllib_caps.algorithms.caps.calibration import calibrate_cost_critic
     from rllib_caps.algorithms.caps.policy import CAPSPolicy
     from rllib_caps.core.deployment import load_module
     from rllib_caps.core.rollout import episode_seed, evaluate_policy
@@ -69,9 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                      f"on {policy.task}")
     task = get_task(policy.task)
     if args.calibrate_cost:
-        tensors = TransitionDataset.from_parquet(args.data).tensors
-        columns = {name: tensors[name].numpy() for name in CALIBRATION_COLUMNS}
-        calibrate_cost_critic(policy, columns, args.calibrate_cost)
+        calibrate_cost_critic(policy, TransitionDataset.from_parquet(args.data).numpy_columns(), args.calibrate_cost)
     results = evaluate_policy(with_fallback_head(policy, fallback), task, args.thresholds or task.thresholds,
                               args.episodes, seed=episode_seed(policy)) | {"cost_shift": policy.cost_shift}
     with atomic_file(args.out) as tmp:

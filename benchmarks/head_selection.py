@@ -72,7 +72,7 @@ def evaluate_arms(checkpoint: Path, data: Path, task: str, episodes: int) -> dic
 
     torch.set_num_threads(1)
     spec = get_task(task)
-    columns = {k: v.numpy() for k, v in TransitionDataset.from_parquet(data).tensors.items()}
+    columns = TransitionDataset.from_parquet(data).numpy_columns()
     rows = {}
     for arm in (*ARMS, COST_HEAD_ARM):
         if arm.endswith("+pessimism"):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,6 +90,11 @@ class TransitionDataset:
 
     def __len__(self) -> int:
         return self.tensors[REWARDS].shape[0]
+
+    def numpy_columns(self, names: Sequence[str] = COLUMNS) -> dict[str, np.ndarray]:
+        """The columns ``names`` (default: every one) as NumPy arrays on the CPU, for the analyses outside the
+        learner's tensors (Q^c's calibration, the switching arms)."""
+        return {name: self.tensors[name].cpu().numpy() for name in names}
 
     def sample(self, batch_size: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
         """Uniformly sampled transitions (with replacement), every column."""

@@ -37,8 +37,7 @@ class TrialCalibration:
 @cache
 def calibration_columns(data: Path) -> dict[str, np.ndarray]:
     """The columns of the dataset at ``data`` that a calibration reads (``CALIBRATION_COLUMNS``), as numpy."""
-    tensors = TransitionDataset.from_parquet(data).tensors
-    return {name: tensors[name].numpy() for name in CALIBRATION_COLUMNS}
+    return TransitionDataset.from_parquet(data).numpy_columns(CALIBRATION_COLUMNS)
 
 
 def calibrate_trials(records: Sequence[Any], *, verify: bool = True) -> list[TrialCalibration]:

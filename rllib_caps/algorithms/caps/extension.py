@@ -136,7 +136,7 @@ class CAPSExtension(AlgorithmExtension):
         from rllib_caps.core.rollout import evaluate_policy
 
         critics = _critics(args)
-        columns = None if prepared is None else {k: v.numpy() for k, v in prepared.tensors.items()}
+        columns = None if prepared is None else prepared.numpy_columns()
         if args.calibrate_cost is not None:
             calibrate_cost_critic(policy, columns, args.calibrate_cost)
         logger.info("the switching rule reads Q^c − %.4g (cost calibration)", policy.cost_shift)

@@ -58,8 +58,7 @@ class FQECritics(nn.Module):
         self.reward = nn.ModuleList(TwinQ(critic_obs_dim, act_dim, hidden) for _ in range(num_heads))
         self.cost = (nn.ModuleList(TwinQ(critic_obs_dim, act_dim, hidden) for _ in range(num_heads))
                      if fit_cost else None)
-        self.replaces_reward = True  # Q̂^r_k in place of the offline Q^r
-        self.cost_critics: list[int] | None = list(range(num_heads)) if fit_cost else None  # Q̂^c read per head
+        self.critic = "fqe-both" if fit_cost else "fqe-reward"  # the variant ``replace`` reads
 
     def variant(self, critic: str) -> FQECritics:
         """The same fitted critics read as the variant ``critic`` (one of ``CRITICS`` other than "offline"; its cost
@@ -69,22 +68,22 @@ class FQECritics(nn.Module):
         if critic != "fqe-reward" and self.cost is None:
             raise ValueError(f"critic {critic!r} reads Q̂^c: fit FQE with fit_cost")
         view = copy.copy(self)
-        view.replaces_reward = critic != "fqe-fallback"
-        view.cost_critics = {"fqe-reward": None, "fqe-both": list(range(self.num_heads)),
-                             "fqe-fallback": [self.num_heads - 1] * self.num_heads}[critic]
+        view.critic = critic
         return view
 
     def replace(self, critic_obs: torch.Tensor, head_actions: torch.Tensor, q_reward: torch.Tensor,
                 q_cost: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The switching rule's ``(Q^r, Q^c)``, each ``(B, K)``, with the fitted values the variant reads in place
-        of the offline ones: Q̂^r_k(s, π_k(s)) as the min twin; for head k, Q̂^c_j(s, π_k(s)) of ``cost_critics[k]``
-        = j as the max twin (as for the offline critics); j = k for "fqe-both", j = K−1 for "fqe-fallback"."""
-        if self.replaces_reward:
+        of the offline ones: Q̂^r_k(s, π_k(s)) as the min twin ("fqe-reward", "fqe-both"); for head k, Q̂^c_j(s,
+        π_k(s)) as the max twin (as for the offline critics), with j = k for "fqe-both" and j = K−1 for
+        "fqe-fallback"."""
+        if self.critic != "fqe-fallback":
             q_reward = torch.stack([torch.min(*self.reward[k](critic_obs, head_actions[:, k]))
                                     for k in range(self.num_heads)], dim=1)
-        if self.cost_critics is not None:
+        if self.critic != "fqe-reward":
+            readers = [self.num_heads - 1] * self.num_heads if self.critic == "fqe-fallback" else range(self.num_heads)
             q_cost = torch.stack([torch.max(*self.cost[j](critic_obs, head_actions[:, k]))
-                                  for k, j in enumerate(self.cost_critics)], dim=1)
+                                  for k, j in enumerate(readers)], dim=1)
         return q_reward, q_cost
 
 
@@ -172,7 +171,7 @@ def evaluate_critics(policy: Any, dataset: TransitionDataset, task: TaskSpec, th
         raise ValueError(f"critics must be among {CRITICS}, got {unknown}")
     fitted = None
     if fqe := [c for c in critics if c != "offline"]:
-        fitted = fit_module_fqe(policy.module, dataset, "fqe-reward" if fqe == ["fqe-reward"] * len(fqe)
+        fitted = fit_module_fqe(policy.module, dataset, "fqe-reward" if set(fqe) == {"fqe-reward"}
                                 else "fqe-both", settings, progress=progress)
     results = {}
     for critic in critics:

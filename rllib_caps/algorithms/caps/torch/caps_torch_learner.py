@@ -45,7 +45,7 @@ class CAPSTorchLearner(OfflineSafeTorchLearner):
     def calibrate_cost_critic(self, mode: str) -> float:
         """Sets the module's Q^c shift by ``mode`` from its critic's bias on this learner's dataset
         (``calibration.calibrate_cost_critic``); returns the shift."""
-        columns = {name: self.calibration_data.tensors[name].cpu().numpy() for name in CALIBRATION_COLUMNS}
+        columns = self.calibration_data.numpy_columns(CALIBRATION_COLUMNS)
         return calibrate_cost_critic(self.module[DEFAULT_MODULE_ID], columns, mode)
 
     @override(OfflineSafeTorchLearner)
