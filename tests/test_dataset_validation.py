@@ -95,6 +95,7 @@ def test_train_refuses_bad_input_before_starting_ray(dataset: Path, tmp_path: Pa
         (["--task", "CarCircle", "--data", str(dataset), "--out", str(out)], "--allow-task-mismatch"),
         ([*base, "--heads", "1"], "--heads (num_heads) must be >= 2"),
         ([*base, "--steps", "0"], "--steps (num_gradient_steps) must be >= 1"),
+        ([*base, "--expectile-cost", "1.0"], "--expectile-cost (expectile_cost) must be in (0, 1)"),
         ([*base, "--hidden", "0"], "--hidden (hidden) must be a non-empty list"),
         ([*base, "--eval-episodes", "-1"], "--eval-episodes must be >= 0"),
         ([*base, "--num-gpus", "1"], "CUDA GPUs"),

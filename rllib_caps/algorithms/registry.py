@@ -177,7 +177,7 @@ ALGORITHMS: dict[str, AlgorithmEntry] = {
                            reference_loop="rllib_caps.algorithms.caps.plain_loop:PlainLoop",
                            extension_path="rllib_caps.algorithms.caps.extension:CAPSExtension",
                            defaults={"hidden": (512, 512), "heads": 2, "backbone": "iql", "implementation": "paper",
-                                     "cost_gamma": 0.99}),
+                                     "cost_gamma": 0.99, "expectile_reward": 0.7, "expectile_cost": 0.7}),
     # BC-All ignores κ in training: one model per seed, evaluated at every threshold (docs/baselines.md).
     "bc-all": AlgorithmEntry(name="bc-all", config_path="rllib_caps.algorithms.bc.bc:BCConfig",
                              trial_label=fixed_label("BC-All"), searchable=(), threshold_at_deployment=False,

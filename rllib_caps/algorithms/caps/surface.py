@@ -60,4 +60,10 @@ CAPS_TRAIN_FLAGS = (
     TrainFlag("cost_gamma", "--cost-gamma", float,
               help="CAPS: the cost critics' discount; 1.0 (with --time-limit terminal or time_aware) makes Q^c the "
                    "undiscounted cost-to-go, compared with the budget left itself"),
+    TrainFlag("expectile_reward", "--expectile-reward", float,
+              help="CAPS(IQL): the reward value's expectile τ_r in (0, 1); the paper's 0.7, 0.5 on MetaDrive"),
+    TrainFlag("expectile_cost", "--expectile-cost", float,
+              help="CAPS(IQL): the cost value's expectile τ_c in (0, 1). 0.7 (the paper's) fits V^c to the cheaper "
+                   "continuations in the data, 0.5 (the paper's MetaDrive setting) to their mean, below 0.5 to the "
+                   "costlier ones, so Q^c reads a more pessimistic cost-to-go (docs/paper.md)"),
 )
