@@ -13,7 +13,7 @@ import torch
 from cmdp import CMDP, policy_cost, random_cmdp
 from test_caps_module import OBS, make_module
 
-from rllib_caps.algorithms.caps.fqe import FQECritics, FQESettings, fit_fqe, fit_module_fqe, fqe_loss
+from rllib_caps.algorithms.caps.fqe import FQECritics, FQESettings, fit_fqe, fit_module_fqe, fitted_heads, fqe_loss
 from rllib_caps.core.time_limit import remaining_time
 from rllib_caps.data import TransitionDataset
 from rllib_caps.data.schema import ACTIONS, COSTS, DTYPES, EPS_ID, NEXT_OBS, REWARDS, TERMINATEDS, TRUNCATEDS, T
@@ -37,7 +37,7 @@ def test_bad_settings_are_refused() -> None:
     with pytest.raises(ValueError, match="tau"):
         FQESettings(tau=0.0)
     with pytest.raises(ValueError, match="critic must be one of"):
-        fit_module_fqe(make_module(), TransitionDataset({}), "fqe", FQESettings())
+        fit_module_fqe(make_module(), TransitionDataset({}), ["fqe"], FQESettings())
 
 
 # ------------------------------------------------------------------------- FQE against exact Q^π on a CMDP
@@ -85,7 +85,8 @@ def test_fqe_recovers_the_exact_q_of_each_head_on_a_finite_cmdp() -> None:
         return torch.cat([obs, remaining_time(step, m.horizon)], dim=-1)
 
     critics = fit_fqe(actor, critic_input, data, hidden=[64, 64], gamma=1.0, cost_gamma=1.0, time_limit="time_aware",
-                      fit_cost=True, settings=FQESettings(steps=2000, batch_size=256, lr=1e-3, tau=0.05),
+                      variants=["fqe-both", "fqe-fallback"],
+                      settings=FQESettings(steps=2000, batch_size=256, lr=1e-3, tau=0.05),
                       progress=False)
 
     # Every (t, s, a) on the time-aware grid, against the exact Q^π_k of every head, reward and cost.
@@ -97,7 +98,7 @@ def test_fqe_recovers_the_exact_q_of_each_head_on_a_finite_cmdp() -> None:
         for k in range(2):
             for nets, signal in ((critics.reward, rewards), (critics.cost, m.step_cost)):
                 truth, other = (exact_q(m, signal, policies[j])[t, s, a] for j in (k, 1 - k))
-                q1, q2 = (q.numpy() for q in nets[k](x, torch.eye(m.n_actions)[a]))
+                q1, q2 = (q.numpy() for q in nets[str(k)](x, torch.eye(m.n_actions)[a]))
                 spread = truth.max() - truth.min()  # the values span several units
                 relative_errors.append(max(np.abs(q1 - truth).max(), np.abs(q2 - truth).max()) / spread)
                 other_head_errors.append(np.abs(q1 - other).max() / spread)
@@ -129,10 +130,10 @@ def test_fqe_recovers_the_exact_q_of_each_head_on_a_finite_cmdp() -> None:
 def test_module_switching_reads_the_override() -> None:
     module = make_module(num_heads=3)
     obs, zeros = torch.randn(8, OBS), torch.zeros(8)
-    critics = FQECritics(OBS, 2, [8], num_heads=3, fit_cost=True)
+    critics = FQECritics(OBS, 2, [8], num_heads=3, variants=["fqe-both"])
     with torch.no_grad():
         for nets, bias in ((critics.reward, (0.0, 5.0, 1.0)), (critics.cost, (0.0, 0.5, 0.25))):
-            for k, twin in enumerate(nets):
+            for k, twin in enumerate(nets.values()):
                 for q in twin.members:
                     q[-1].weight.zero_()
                     q[-1].bias.fill_(bias[k])
@@ -145,8 +146,26 @@ def test_module_switching_reads_the_override() -> None:
     assert torch.equal(kept_cost, offline_cost) and not torch.equal(kept_reward, offline_reward)
     _, kept_reward, fallback_cost = module.head_values(obs, zeros, critics.variant("fqe-fallback"))
     assert torch.equal(kept_reward, offline_reward) and torch.all(fallback_cost == 0.25)  # the last head's Q̂^c
-    with pytest.raises(ValueError, match="fit_cost"):
-        FQECritics(OBS, 2, [8], num_heads=3, fit_cost=False).variant("fqe-fallback")
+    with pytest.raises(ValueError, match="this fit left out"):
+        FQECritics(OBS, 2, [8], num_heads=3, variants=["fqe-reward"]).variant("fqe-fallback")
+    with pytest.raises(ValueError, match="this fit left out"):
+        FQECritics(OBS, 2, [8], num_heads=3, variants=["fqe-fallback"]).variant("fqe-both")
+
+
+def test_a_fit_holds_only_the_critics_its_variants_read() -> None:
+    assert fitted_heads(["fqe-reward"], 3) == ([0, 1, 2], [])
+    assert fitted_heads(["fqe-fallback"], 3) == ([], [2])  # the cost head's Q̂^c only
+    assert fitted_heads(["fqe-fallback", "fqe-reward"], 3) == ([0, 1, 2], [2])
+    assert fitted_heads(["fqe-both", "fqe-fallback"], 3) == ([0, 1, 2], [0, 1, 2])
+    critics = FQECritics(OBS, 2, [8], num_heads=3, variants=["fqe-fallback"])
+    assert list(critics.reward) == [] and list(critics.cost) == ["2"]
+    q_reward, q_cost = torch.full((4, 3), 7.0), torch.zeros(4, 3)
+    obs, actions = torch.randn(4, OBS), torch.randn(4, 3, 2)
+    with torch.no_grad():
+        kept, fallback = critics.replace(obs, actions, q_reward, q_cost)
+        for k in range(3):  # head k's action under the cost head's critic
+            assert torch.equal(fallback[:, k], torch.max(*critics.cost["2"](obs, actions[:, k])))
+    assert torch.equal(kept, q_reward)
 
 
 @pytest.mark.slow

@@ -47,26 +47,41 @@ def fqe_loss(q1: torch.Tensor, q2: torch.Tensor, next_q1: torch.Tensor, next_q2:
     return 0.5 * ((q1 - y1).pow(2).mean() + (q2 - y2).pow(2).mean())
 
 
-class FQECritics(nn.Module):
-    """Per-head FQE critics: ``reward[k]`` holds Q̂^r_k (raw reward units), ``cost[k]`` Q̂^c_k (cost units,
-    trained on +c) or ``cost is None`` when only the reward side was fitted. Which of them ``replace`` reads is the
-    critic variant's (``variant``); a fit reads them as ``"fqe-both"``, or ``"fqe-reward"`` without a cost side."""
+def fitted_heads(variants: Sequence[str], num_heads: int) -> tuple[list[int], list[int]]:
+    """The heads whose Q̂^r and whose Q̂^c the critic ``variants`` (among ``FQE_VARIANTS``) read, ``(reward, cost)``:
+    every head's Q̂^r for "fqe-reward" and "fqe-both", every head's Q̂^c for "fqe-both", the cost head's alone for
+    "fqe-fallback"."""
+    unknown = [v for v in variants if v not in FQE_VARIANTS]
+    if unknown:
+        raise ValueError(f"critic must be one of {FQE_VARIANTS}, got {unknown}")
+    every = set(range(num_heads))
+    reward = every if {"fqe-reward", "fqe-both"} & set(variants) else set()
+    cost = every if "fqe-both" in variants else {num_heads - 1} if "fqe-fallback" in variants else set()
+    return sorted(reward), sorted(cost)
 
-    def __init__(self, critic_obs_dim: int, act_dim: int, hidden: list[int], num_heads: int, fit_cost: bool) -> None:
+
+class FQECritics(nn.Module):
+    """Per-head FQE critics for the critic ``variants`` they are fitted for: ``reward[str(k)]`` holds Q̂^r_k (raw
+    reward units) and ``cost[str(k)]`` Q̂^c_k (cost units, trained on +c), for the heads those variants read
+    (``fitted_heads``). Which of them ``replace`` reads is one variant's (``variant``); a fit reads them as the
+    first of ``variants``."""
+
+    def __init__(self, critic_obs_dim: int, act_dim: int, hidden: list[int], num_heads: int,
+                 variants: Sequence[str]) -> None:
         super().__init__()
         self.num_heads = num_heads
-        self.reward = nn.ModuleList(TwinQ(critic_obs_dim, act_dim, hidden) for _ in range(num_heads))
-        self.cost = (nn.ModuleList(TwinQ(critic_obs_dim, act_dim, hidden) for _ in range(num_heads))
-                     if fit_cost else None)
-        self.critic = "fqe-both" if fit_cost else "fqe-reward"  # the variant ``replace`` reads
+        reward_heads, cost_heads = fitted_heads(variants, num_heads)
+        self.reward = nn.ModuleDict({str(k): TwinQ(critic_obs_dim, act_dim, hidden) for k in reward_heads})
+        self.cost = nn.ModuleDict({str(k): TwinQ(critic_obs_dim, act_dim, hidden) for k in cost_heads})
+        self.critic = variants[0]  # the variant ``replace`` reads
 
     def variant(self, critic: str) -> FQECritics:
-        """The same fitted critics read as the variant ``critic`` (one of ``CRITICS`` other than "offline"; its cost
-        side needs a fit with ``fit_cost``): a view that shares the networks."""
-        if critic not in FQE_VARIANTS:
-            raise ValueError(f"critic must be one of {FQE_VARIANTS}, got {critic!r}")
-        if critic != "fqe-reward" and self.cost is None:
-            raise ValueError(f"critic {critic!r} reads Q̂^c: fit FQE with fit_cost")
+        """The same fitted critics read as the variant ``critic`` (one of ``FQE_VARIANTS``, among those fitted for):
+        a view that shares the networks."""
+        reward_heads, cost_heads = fitted_heads([critic], self.num_heads)
+        if not (set(map(str, reward_heads)) <= self.reward.keys() and set(map(str, cost_heads)) <= self.cost.keys()):
+            raise ValueError(f"critic {critic!r} reads FQE critics this fit left out: fit it with {critic!r} among "
+                             "the variants")
         view = copy.copy(self)
         view.critic = critic
         return view
@@ -78,11 +93,11 @@ class FQECritics(nn.Module):
         π_k(s)) as the max twin (as for the offline critics), with j = k for "fqe-both" and j = K−1 for
         "fqe-fallback"."""
         if self.critic != "fqe-fallback":
-            q_reward = torch.stack([torch.min(*self.reward[k](critic_obs, head_actions[:, k]))
+            q_reward = torch.stack([torch.min(*self.reward[str(k)](critic_obs, head_actions[:, k]))
                                     for k in range(self.num_heads)], dim=1)
         if self.critic != "fqe-reward":
             readers = [self.num_heads - 1] * self.num_heads if self.critic == "fqe-fallback" else range(self.num_heads)
-            q_cost = torch.stack([torch.max(*self.cost[j](critic_obs, head_actions[:, k]))
+            q_cost = torch.stack([torch.max(*self.cost[str(j)](critic_obs, head_actions[:, k]))
                                   for k, j in enumerate(readers)], dim=1)
         return q_reward, q_cost
 
@@ -96,9 +111,10 @@ def head_actions(actor: Actor, obs: torch.Tensor, step: torch.Tensor) -> torch.T
 
 
 def fit_fqe(actor: Actor, critic_input: CriticInput, dataset: TransitionDataset, *, hidden: list[int],
-            gamma: float, cost_gamma: float, time_limit: str, fit_cost: bool, settings: FQESettings,
+            gamma: float, cost_gamma: float, time_limit: str, variants: Sequence[str], settings: FQESettings,
             progress: bool = True) -> FQECritics:
-    """Fits Q̂^r_k (and with ``fit_cost`` Q̂^c_k) for every head k of ``actor`` on ``dataset``.
+    """Fits the Q̂^r_k and Q̂^c_k that the critic ``variants`` read (``fitted_heads``) for the heads of ``actor`` on
+    ``dataset``, read as the first of them.
 
     ``critic_input(obs, step)`` builds the critics' state input (with ``time_limit="time_aware"`` it appends the
     remaining time); ``time_limit`` decides where the bootstrap stops (``rllib_caps.core.time_limit``), as for
@@ -111,15 +127,13 @@ def fit_fqe(actor: Actor, critic_input: CriticInput, dataset: TransitionDataset,
     next_actions = head_actions(actor, tensors[NEXT_OBS].float(), tensors[T] + 1)
     num_heads, act_dim = next_actions.shape[1], next_actions.shape[2]
     critic_obs_dim = critic_input(tensors[OBS][:1].float(), tensors[T][:1]).shape[-1]
-    critics = FQECritics(critic_obs_dim, act_dim, hidden, num_heads, fit_cost).to(next_actions.device)
-    targets = FQECritics(critic_obs_dim, act_dim, hidden, num_heads, fit_cost).to(next_actions.device)
+    critics = FQECritics(critic_obs_dim, act_dim, hidden, num_heads, variants).to(next_actions.device)
+    targets = FQECritics(critic_obs_dim, act_dim, hidden, num_heads, variants).to(next_actions.device)
     targets.load_state_dict(critics.state_dict())
     targets.requires_grad_(False)
     optimizer = adam(critics.parameters(), settings.lr)
     generator = torch.Generator(device=next_actions.device).manual_seed(settings.seed)
-    sides = [(critics.reward, targets.reward, REWARDS, gamma)]
-    if fit_cost:
-        sides.append((critics.cost, targets.cost, COSTS, cost_gamma))
+    sides = [(critics.reward, targets.reward, REWARDS, gamma), (critics.cost, targets.cost, COSTS, cost_gamma)]
     for _ in tqdm(range(settings.steps), desc="FQE", unit="step", disable=not progress, mininterval=1.0):
         idx = torch.randint(len(dataset), (settings.batch_size,), generator=generator, device=next_actions.device)
         batch = {name: t[idx] for name, t in tensors.items()}
@@ -128,10 +142,10 @@ def fit_fqe(actor: Actor, critic_input: CriticInput, dataset: TransitionDataset,
         ends = episode_ends(batch, time_limit)
         loss = torch.zeros((), device=x.device)
         for online, target, column, discount in sides:
-            for k in range(num_heads):
+            for head, critic in online.items():
                 with torch.no_grad():
-                    next_q1, next_q2 = target[k](x_next, next_actions[idx, k])
-                q1, q2 = online[k](x, batch[ACTIONS])
+                    next_q1, next_q2 = target[head](x_next, next_actions[idx, int(head)])
+                q1, q2 = critic(x, batch[ACTIONS])
                 loss = loss + fqe_loss(q1, q2, next_q1, next_q2, batch[column].float(), ends, discount)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -142,37 +156,32 @@ def fit_fqe(actor: Actor, critic_input: CriticInput, dataset: TransitionDataset,
     return critics.eval()
 
 
-def fit_module_fqe(module: nn.Module, dataset: TransitionDataset, critic: str, settings: FQESettings,
-                   progress: bool = True) -> FQECritics | None:
-    """The critics a CAPS module switches with under ``critic`` (one of ``CRITICS``): None for ``"offline"``,
-    else FQE fitted for its heads with the module's hidden sizes, discounts and time-limit handling, read as
-    ``critic``."""
-    if critic not in CRITICS:
-        raise ValueError(f"critic must be one of {CRITICS}, got {critic!r}")
-    if critic == "offline":
-        return None
+def fit_module_fqe(module: nn.Module, dataset: TransitionDataset, variants: Sequence[str], settings: FQESettings,
+                   progress: bool = True) -> FQECritics:
+    """FQE fitted for a CAPS module's heads with its hidden sizes, discounts and time-limit handling: the critics
+    that the ``variants`` (among ``FQE_VARIANTS``) read, read as the first of them (``FQECritics.variant`` reads
+    them as another)."""
     cfg = module.model_config
+    fitted_heads(variants, cfg["num_heads"])  # refuses an unknown variant before any work
     device = next(module.parameters()).device
     dataset = TransitionDataset({k: v.to(device) for k, v in dataset.tensors.items()})
-    fitted = fit_fqe(module.head_means, module.critic_input, dataset, hidden=list(cfg["hidden"]),
-                     gamma=module.gamma, cost_gamma=module.cost_gamma, time_limit=cfg.get("time_limit", "bootstrap"),
-                     fit_cost=critic != "fqe-reward", settings=settings, progress=progress)
-    return fitted.variant(critic)
+    return fit_fqe(module.head_means, module.critic_input, dataset, hidden=list(cfg["hidden"]),
+                   gamma=module.gamma, cost_gamma=module.cost_gamma, time_limit=cfg.get("time_limit", "bootstrap"),
+                   variants=variants, settings=settings, progress=progress)
 
 
 def evaluate_critics(policy: Any, dataset: TransitionDataset, task: TaskSpec, thresholds: Sequence[float],
                      episodes: int, critics: Sequence[str], settings: FQESettings, *, seed: int = 0,
                      progress: bool = True) -> dict[str, dict[str, Any]]:
     """Critic variant -> the results schema of ``policy`` (a ``CAPSPolicy``) rolled out with that variant's
-    critics. One FQE fit serves every FQE variant: Q̂^c is fitted too unless ``"fqe-reward"`` is the only one, and
-    each variant reads the fit its way (``FQECritics.variant``). Every variant sees the same episode seeds."""
+    critics. One FQE fit serves every FQE variant: it fits the critics they read (``fitted_heads``), and each
+    variant reads the fit its way (``FQECritics.variant``). Every variant sees the same episode seeds."""
     unknown = [c for c in critics if c not in CRITICS]
     if unknown:
         raise ValueError(f"critics must be among {CRITICS}, got {unknown}")
     fitted = None
     if fqe := [c for c in critics if c != "offline"]:
-        fitted = fit_module_fqe(policy.module, dataset, "fqe-reward" if set(fqe) == {"fqe-reward"}
-                                else "fqe-both", settings, progress=progress)
+        fitted = fit_module_fqe(policy.module, dataset, fqe, settings, progress=progress)
     results = {}
     for critic in critics:
         policy.critics = None if critic == "offline" else fitted.variant(critic)
