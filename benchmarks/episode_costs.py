@@ -1,6 +1,9 @@
-"""Issue 43: how much one (seed, κ) safety verdict from 20 episodes can say. Rolls out a checkpoint on ``train``'s
-evaluation episodes at one κ (``threshold_episodes``, as ``evaluate_policy`` runs them) and writes each episode's
-cost with their mean, standard error and the 95 % interval of the mean in units of κ.
+"""Issue 43: how much one (seed, κ) safety verdict from 20 episodes can say, and what Q^c predicted along them.
+Rolls out a checkpoint on ``train``'s evaluation episodes at one κ (``threshold_episodes``, as ``evaluate_policy``
+runs them) and writes each episode's cost with their mean, standard error and the 95 % interval of the mean in units
+of κ. For a CAPS checkpoint it also writes Q^c's on-policy calibration (``onpolicy_calibration``): at every step,
+the Q^c the switching rule read for the action taken against the discounted cost the episode then incurred, per
+head that acted.
 
     .venv/bin/python benchmarks/episode_costs.py --checkpoint CKPT --threshold 20 --out C.json
 """
@@ -30,6 +33,81 @@ def cost_spread(costs: Sequence[float], threshold: float) -> dict[str, Any]:
             "normalized_cost_ci95": [(mean - 1.96 * sem) / threshold, (mean + 1.96 * sem) / threshold]}
 
 
+def discounted_cost_to_go(costs: Sequence[float], gamma: float) -> np.ndarray:
+    """G_t = Σ_{k≥0} γ^k c_{t+k} to the end of the episode, for every step t of one episode's ``costs``."""
+    out, running = np.zeros(len(costs)), 0.0
+    for t in range(len(costs) - 1, -1, -1):
+        running = costs[t] + gamma * running
+        out[t] = running
+    return out
+
+
+def onpolicy_calibration(predicted: np.ndarray, realised: np.ndarray, thresholds: np.ndarray, heads: np.ndarray,
+                         num_heads: int) -> dict[str, dict[str, float]]:
+    """Per head that acted (and ``"all"``): its steps, the mean Q^c the rule read for the action taken
+    (``predicted``, shifts included), the mean realised cost-to-go G_t (``realised``, discounted as Q^c is), their
+    mean difference (``bias``: < 0 is optimistic), and the share of its steps judged feasible (Q^c below the
+    rule's threshold, ``thresholds``) whose realised G_t was not below it (``feasible_but_over``)."""
+    rows = {"all": np.ones(len(heads), dtype=bool)} | {str(k): heads == k for k in range(num_heads)}
+    out = {}
+    for name, mask in rows.items():
+        if not mask.any():
+            continue
+        feasible = mask & (predicted < thresholds)
+        out[name] = {"steps": int(mask.sum()), "predicted": float(predicted[mask].mean()),
+                     "realised": float(realised[mask].mean()), "bias": float((predicted - realised)[mask].mean()),
+                     "feasible_but_over": float(np.mean(realised[feasible] >= thresholds[feasible]))
+                     if feasible.any() else 0.0}
+    return out
+
+
+class RecordingPolicy:
+    """A CAPS policy that records, at every decision of a one-env rollout, what the switching rule read: per
+    episode (``reset`` starts one), the observation, step, action taken, head, the threshold Q^c was compared with,
+    and the previous step's cost (the last step's never reaches ``act``)."""
+
+    def __init__(self, policy: Any) -> None:
+        self.policy, self.episodes = policy, []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.policy, name)
+
+    def reset(self, threshold: float, batch_size: int = 1) -> None:
+        self.policy.reset(threshold, batch_size)
+        self.episodes.append({"obs": [], "step": [], "action": [], "head": [], "threshold": [], "cost": []})
+
+    def act(self, obs: np.ndarray, cost: float = 0.0, reward: float = 0.0) -> np.ndarray:
+        import torch
+
+        from rllib_caps.core.budget import remaining_budget_threshold
+
+        action = self.policy.act(obs, cost, reward=reward)
+        budget, module, episode = self.policy.budget, self.policy.module, self.episodes[-1]
+        threshold = remaining_budget_threshold(self.policy.threshold, torch.from_numpy(budget.spent),
+                                               torch.from_numpy(budget.step.astype(np.float64)), module.horizon,
+                                               module.cost_gamma)
+        if episode["step"]:
+            episode["cost"].append(float(cost))
+        for name, value in (("obs", obs), ("step", int(budget.step[0])), ("action", self.policy.last_actions[0]),
+                            ("head", int(self.policy.last_heads[0])), ("threshold", float(threshold[0]))):
+            episode[name].append(value)
+        return action
+
+    def calibration(self, episode_costs: Sequence[float]) -> dict[str, dict[str, float]]:
+        """``onpolicy_calibration`` over the recorded episodes, whose total costs are ``episode_costs``."""
+        module = self.policy.module
+        predicted, realised = [], []
+        for episode, total in zip(self.episodes, episode_costs, strict=True):
+            costs = [*episode["cost"], total - sum(episode["cost"])]
+            realised.append(discounted_cost_to_go(costs, module.cost_gamma))
+            predicted.append(self.policy.predicted_cost(np.asarray(episode["obs"]), np.asarray(episode["action"]),
+                                                        np.asarray(episode["step"])).reshape(-1))
+        thresholds, heads = (np.concatenate([np.asarray(e[name]) for e in self.episodes])
+                             for name in ("threshold", "head"))
+        return onpolicy_calibration(np.concatenate(predicted), np.concatenate(realised), thresholds, heads,
+                                    module.num_heads)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", type=Path, required=True, help="a checkpoint with a deployable policy")
@@ -51,10 +129,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     policy = load_policy(args.checkpoint)
     env, extension = make_env(get_task(policy.task)), module_extension(type(policy.module))
     shares = runner_shares(args.episodes, evaluation_runners(policy))
-    outcomes = threshold_episodes(policy, env, args.threshold, shares, episode_seed(policy), extension)
+    recorder = RecordingPolicy(policy) if hasattr(policy.module, "predicted_cost") else None
+    outcomes = threshold_episodes(recorder or policy, env, args.threshold, shares, episode_seed(policy), extension)
     env.close()
+    costs = [o.cost for o in outcomes]
+    result = cost_spread(costs, args.threshold)
+    if recorder is not None:
+        result["onpolicy_calibration"] = recorder.calibration(costs)
     with atomic_file(args.out) as tmp:
-        tmp.write_text(json.dumps(cost_spread([o.cost for o in outcomes], args.threshold), indent=1) + "\n")
+        tmp.write_text(json.dumps(result, indent=1) + "\n")
     return 0
 
 
