@@ -1,9 +1,10 @@
 """Issue 43: how much one (seed, κ) safety verdict from 20 episodes can say, and what Q^c predicted along them.
 Rolls out a checkpoint on ``train``'s evaluation episodes at one κ (``threshold_episodes``, as ``evaluate_policy``
 runs them) and writes each episode's cost with their mean, standard error and the 95 % interval of the mean in units
-of κ. For a CAPS checkpoint it also writes Q^c's on-policy calibration (``onpolicy_calibration``): at every step,
+of κ. For a CAPS checkpoint it also writes Q^c's on-policy calibration (``onpolicy_calibration``: at every step,
 the Q^c the switching rule read for the action taken against the discounted cost the episode then incurred, per
-head that acted.
+head that acted) and where the cost came from (``cost_by_head``: per head, and the part incurred once the budget
+was spent).
 
     .venv/bin/python benchmarks/episode_costs.py --checkpoint CKPT --threshold 20 --out C.json
 """
@@ -61,6 +62,18 @@ def onpolicy_calibration(predicted: np.ndarray, realised: np.ndarray, thresholds
     return out
 
 
+def cost_by_head(costs: np.ndarray, spent: np.ndarray, heads: np.ndarray, threshold: float,
+                 num_heads: int) -> dict[str, dict[str, float]]:
+    """Where the cost came from, per head that acted (and ``"all"``): ``cost``, the cost its steps incurred, and
+    ``after_budget``, the part incurred at steps that began with the budget already spent (``spent`` c_<t ≥ κ =
+    ``threshold``), where the rule has no feasible head and acts with the head of lowest Q^c. ``costs``, ``spent``
+    and ``heads`` are per step, over any number of episodes; the figures are their sums."""
+    over = spent >= threshold
+    rows = {"all": np.ones(len(heads), dtype=bool)} | {str(k): heads == k for k in range(num_heads)}
+    return {name: {"cost": float(costs[mask].sum()), "after_budget": float(costs[mask & over].sum())}
+            for name, mask in rows.items() if mask.any()}
+
+
 class RecordingPolicy:
     """A CAPS policy that records, at every decision of a one-env rollout, what the switching rule read: per
     episode (``reset`` starts one), the observation, step, action taken, head, the threshold Q^c was compared with,
@@ -74,7 +87,8 @@ class RecordingPolicy:
 
     def reset(self, threshold: float, batch_size: int = 1) -> None:
         self.policy.reset(threshold, batch_size)
-        self.episodes.append({"obs": [], "step": [], "action": [], "head": [], "threshold": [], "cost": []})
+        self.episodes.append({"obs": [], "step": [], "action": [], "head": [], "threshold": [], "spent": [],
+                              "cost": []})
 
     def act(self, obs: np.ndarray, cost: float = 0.0, reward: float = 0.0) -> np.ndarray:
         import torch
@@ -89,23 +103,28 @@ class RecordingPolicy:
         if episode["step"]:
             episode["cost"].append(float(cost))
         for name, value in (("obs", obs), ("step", int(budget.step[0])), ("action", self.policy.last_actions[0]),
-                            ("head", int(self.policy.last_heads[0])), ("threshold", float(threshold[0]))):
+                            ("head", int(self.policy.last_heads[0])), ("threshold", float(threshold[0])),
+                            ("spent", float(budget.spent[0]))):
             episode[name].append(value)
         return action
 
-    def calibration(self, episode_costs: Sequence[float]) -> dict[str, dict[str, float]]:
-        """``onpolicy_calibration`` over the recorded episodes, whose total costs are ``episode_costs``."""
+    def calibration(self, episode_costs: Sequence[float]) -> dict[str, Any]:
+        """Over the recorded episodes, whose total costs are ``episode_costs``: ``onpolicy_calibration`` and
+        ``cost_by_head`` (per episode)."""
         module = self.policy.module
-        predicted, realised = [], []
+        predicted, realised, costs = [], [], []
         for episode, total in zip(self.episodes, episode_costs, strict=True):
-            costs = [*episode["cost"], total - sum(episode["cost"])]
-            realised.append(discounted_cost_to_go(costs, module.cost_gamma))
+            costs.append([*episode["cost"], total - sum(episode["cost"])])
+            realised.append(discounted_cost_to_go(costs[-1], module.cost_gamma))
             predicted.append(self.policy.predicted_cost(np.asarray(episode["obs"]), np.asarray(episode["action"]),
                                                         np.asarray(episode["step"])).reshape(-1))
-        thresholds, heads = (np.concatenate([np.asarray(e[name]) for e in self.episodes])
-                             for name in ("threshold", "head"))
-        return onpolicy_calibration(np.concatenate(predicted), np.concatenate(realised), thresholds, heads,
-                                    module.num_heads)
+        thresholds, heads, spent = (np.concatenate([np.asarray(e[name]) for e in self.episodes])
+                                    for name in ("threshold", "head", "spent"))
+        by_head = cost_by_head(np.concatenate(costs), spent, heads, self.policy.threshold, module.num_heads)
+        return {"calibration": onpolicy_calibration(np.concatenate(predicted), np.concatenate(realised), thresholds,
+                                                    heads, module.num_heads),
+                "cost_by_head": {head: {k: v / len(self.episodes) for k, v in row.items()}
+                                 for head, row in by_head.items()}}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -135,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     costs = [o.cost for o in outcomes]
     result = cost_spread(costs, args.threshold)
     if recorder is not None:
-        result["onpolicy_calibration"] = recorder.calibration(costs)
+        result |= recorder.calibration(costs)
     with atomic_file(args.out) as tmp:
         tmp.write_text(json.dumps(result, indent=1) + "\n")
     return 0

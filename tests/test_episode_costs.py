@@ -9,7 +9,13 @@ import pytest
 import torch
 from test_caps_module import ACT, OBS, make_module
 
-from benchmarks.episode_costs import RecordingPolicy, cost_spread, discounted_cost_to_go, onpolicy_calibration
+from benchmarks.episode_costs import (
+    RecordingPolicy,
+    cost_by_head,
+    cost_spread,
+    discounted_cost_to_go,
+    onpolicy_calibration,
+)
 from rllib_caps.algorithms.caps.policy import CAPSPolicy
 from rllib_caps.core.extension import module_extension
 from rllib_caps.core.rollout import threshold_episodes
@@ -70,7 +76,8 @@ def test_the_recorder_sees_what_the_rule_read_and_every_steps_cost() -> None:
                                   extension=module_extension(type(policy.module)))
     assert [o.cost for o in outcomes] == [6.0, 6.0] and len(recorder.episodes) == 2
     assert all(e["step"] == [0, 1, 2] and e["cost"] == [1.0, 2.0] for e in recorder.episodes)  # the last via total
-    calibration = recorder.calibration([o.cost for o in outcomes])
+    measured = recorder.calibration([o.cost for o in outcomes])
+    calibration = measured["calibration"]
     gamma = policy.module.cost_gamma
     realised = discounted_cost_to_go([1.0, 2.0, 3.0], gamma)
     assert calibration["all"]["steps"] == 6 and calibration["all"]["realised"] == pytest.approx(realised.mean())
@@ -79,3 +86,13 @@ def test_the_recorder_sees_what_the_rule_read_and_every_steps_cost() -> None:
     assert np.isfinite(predicted).all() and predicted.shape == (3,)
     heads = [h for e in recorder.episodes for h in e["head"]]
     assert sum(calibration[str(k)]["steps"] for k in set(heads)) == 6
+    # per episode: costs 1, 2, 3 after spending 0, 1, 3 before them; κ = 4 is never reached before a step
+    assert measured["cost_by_head"]["all"] == {"cost": 6.0, "after_budget": 0.0}
+    assert all(e["spent"] == [0.0, 1.0, 3.0] for e in recorder.episodes)
+
+
+def test_the_cost_spent_after_the_budget_per_head() -> None:
+    costs, spent = np.array([1.0, 2.0, 3.0, 4.0]), np.array([0.0, 1.0, 3.0, 6.0])
+    out = cost_by_head(costs, spent, heads=np.array([0, 0, 1, 1]), threshold=3.0, num_heads=2)
+    assert out == {"all": {"cost": 10.0, "after_budget": 7.0}, "0": {"cost": 3.0, "after_budget": 0.0},
+                   "1": {"cost": 7.0, "after_budget": 7.0}}
