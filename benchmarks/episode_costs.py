@@ -43,17 +43,20 @@ def discounted_cost_to_go(costs: Sequence[float], gamma: float) -> np.ndarray:
     return out
 
 
+def head_rows(heads: np.ndarray, num_heads: int) -> dict[str, np.ndarray]:
+    """``"all"`` and each head that acted -> the mask of its steps in ``heads``."""
+    rows = {"all": np.ones(len(heads), dtype=bool)} | {str(k): heads == k for k in range(num_heads)}
+    return {name: mask for name, mask in rows.items() if mask.any()}
+
+
 def onpolicy_calibration(predicted: np.ndarray, realised: np.ndarray, thresholds: np.ndarray, heads: np.ndarray,
                          num_heads: int) -> dict[str, dict[str, float]]:
     """Per head that acted (and ``"all"``): its steps, the mean Q^c the rule read for the action taken
     (``predicted``, shifts included), the mean realised cost-to-go G_t (``realised``, discounted as Q^c is), their
     mean difference (``bias``: < 0 is optimistic), and the share of its steps judged feasible (Q^c below the
     rule's threshold, ``thresholds``) whose realised G_t was not below it (``feasible_but_over``)."""
-    rows = {"all": np.ones(len(heads), dtype=bool)} | {str(k): heads == k for k in range(num_heads)}
     out = {}
-    for name, mask in rows.items():
-        if not mask.any():
-            continue
+    for name, mask in head_rows(heads, num_heads).items():
         feasible = mask & (predicted < thresholds)
         out[name] = {"steps": int(mask.sum()), "predicted": float(predicted[mask].mean()),
                      "realised": float(realised[mask].mean()), "bias": float((predicted - realised)[mask].mean()),
@@ -69,9 +72,8 @@ def cost_by_head(costs: np.ndarray, spent: np.ndarray, heads: np.ndarray, thresh
     ``threshold``), where the rule has no feasible head and acts with the head of lowest Q^c. ``costs``, ``spent``
     and ``heads`` are per step, over any number of episodes; the figures are their sums."""
     over = spent >= threshold
-    rows = {"all": np.ones(len(heads), dtype=bool)} | {str(k): heads == k for k in range(num_heads)}
     return {name: {"cost": float(costs[mask].sum()), "after_budget": float(costs[mask & over].sum())}
-            for name, mask in rows.items() if mask.any()}
+            for name, mask in head_rows(heads, num_heads).items()}
 
 
 class RecordingPolicy:
