@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from rllib_caps.data.schema import ACTIONS, COSTS, EPS_ID, OBS, T
+
 
 def cost_spread(costs: Sequence[float], threshold: float) -> dict[str, Any]:
     """The episodes' costs, their mean, sample standard deviation, standard error of the mean, the share of episodes
@@ -32,15 +34,6 @@ def cost_spread(costs: Sequence[float], threshold: float) -> dict[str, Any]:
     return {"threshold": threshold, "costs": costs.tolist(), "mean": mean, "std": std, "sem": float(sem),
             "zero_cost_share": float(np.mean(costs == 0)),
             "normalized_cost_ci95": [(mean - 1.96 * sem) / threshold, (mean + 1.96 * sem) / threshold]}
-
-
-def discounted_cost_to_go(costs: Sequence[float], gamma: float) -> np.ndarray:
-    """G_t = Σ_{k≥0} γ^k c_{t+k} to the end of the episode, for every step t of one episode's ``costs``."""
-    out, running = np.zeros(len(costs)), 0.0
-    for t in range(len(costs) - 1, -1, -1):
-        running = costs[t] + gamma * running
-        out[t] = running
-    return out
 
 
 def head_rows(heads: np.ndarray, num_heads: int) -> dict[str, np.ndarray]:
@@ -79,7 +72,7 @@ def cost_by_head(costs: np.ndarray, spent: np.ndarray, heads: np.ndarray, thresh
 class RecordingPolicy:
     """A CAPS policy that records, at every decision of a one-env rollout, what the switching rule read: per
     episode (``reset`` starts one), the observation, step, action taken, head, the threshold Q^c was compared with,
-    and the previous step's cost (the last step's never reaches ``act``)."""
+    the cost already spent, and the previous step's cost (the last step's never reaches ``act``)."""
 
     def __init__(self, policy: Any) -> None:
         self.policy, self.episodes = policy, []
@@ -89,8 +82,7 @@ class RecordingPolicy:
 
     def reset(self, threshold: float, batch_size: int = 1) -> None:
         self.policy.reset(threshold, batch_size)
-        self.episodes.append({"obs": [], "step": [], "action": [], "head": [], "threshold": [], "spent": [],
-                              "cost": []})
+        self.episodes.append({OBS: [], T: [], ACTIONS: [], "head": [], "threshold": [], "spent": [], COSTS: []})
 
     def act(self, obs: np.ndarray, cost: float = 0.0, reward: float = 0.0) -> np.ndarray:
         import torch
@@ -102,29 +94,29 @@ class RecordingPolicy:
         threshold = remaining_budget_threshold(self.policy.threshold, torch.from_numpy(budget.spent),
                                                torch.from_numpy(budget.step.astype(np.float64)), module.horizon,
                                                module.cost_gamma)
-        if episode["step"]:
-            episode["cost"].append(float(cost))
-        for name, value in (("obs", obs), ("step", int(budget.step[0])), ("action", self.policy.last_actions[0]),
+        if episode[T]:
+            episode[COSTS].append(float(cost))
+        for name, value in ((OBS, obs), (T, int(budget.step[0])), (ACTIONS, self.policy.last_actions[0]),
                             ("head", int(self.policy.last_heads[0])), ("threshold", float(threshold[0])),
                             ("spent", float(budget.spent[0]))):
             episode[name].append(value)
         return action
 
     def calibration(self, episode_costs: Sequence[float]) -> dict[str, Any]:
-        """Over the recorded episodes, whose total costs are ``episode_costs``: ``onpolicy_calibration`` and
-        ``cost_by_head`` (per episode)."""
-        module = self.policy.module
-        predicted, realised, costs = [], [], []
-        for episode, total in zip(self.episodes, episode_costs, strict=True):
-            costs.append([*episode["cost"], total - sum(episode["cost"])])
-            realised.append(discounted_cost_to_go(costs[-1], module.cost_gamma))
-            predicted.append(self.policy.predicted_cost(np.asarray(episode["obs"]), np.asarray(episode["action"]),
-                                                        np.asarray(episode["step"])).reshape(-1))
-        thresholds, heads, spent = (np.concatenate([np.asarray(e[name]) for e in self.episodes])
-                                    for name in ("threshold", "head", "spent"))
-        by_head = cost_by_head(np.concatenate(costs), spent, heads, self.policy.threshold, module.num_heads)
-        return {"calibration": onpolicy_calibration(np.concatenate(predicted), np.concatenate(realised), thresholds,
-                                                    heads, module.num_heads),
+        """Over the recorded episodes, whose total costs are ``episode_costs``: ``onpolicy_calibration`` (Q^c and the
+        realised cost-to-go by ``dataset_predictions``, as on a dataset's rows) and ``cost_by_head`` (per
+        episode)."""
+        from rllib_caps.algorithms.caps.calibration import dataset_predictions
+
+        rows = {name: np.concatenate([np.asarray(e[name]) for e in self.episodes])
+                for name in (OBS, T, ACTIONS, "head", "threshold", "spent")}
+        rows[COSTS] = np.concatenate([[*e[COSTS], total - sum(e[COSTS])]
+                                      for e, total in zip(self.episodes, episode_costs, strict=True)])
+        rows[EPS_ID] = np.concatenate([np.full(len(e[T]), i) for i, e in enumerate(self.episodes)])
+        predicted, realised = dataset_predictions(self.policy, rows)
+        num_heads = self.policy.module.num_heads
+        by_head = cost_by_head(rows[COSTS], rows["spent"], rows["head"], self.policy.threshold, num_heads)
+        return {"calibration": onpolicy_calibration(predicted, realised, rows["threshold"], rows["head"], num_heads),
                 "cost_by_head": {head: {k: v / len(self.episodes) for k, v in row.items()}
                                  for head, row in by_head.items()}}
 

@@ -13,7 +13,6 @@ from benchmarks.episode_costs import (
     RecordingPolicy,
     cost_by_head,
     cost_spread,
-    discounted_cost_to_go,
     onpolicy_calibration,
 )
 from rllib_caps.algorithms.caps.policy import CAPSPolicy
@@ -33,10 +32,6 @@ def test_the_spread_of_bimodal_costs_and_its_interval_in_units_of_kappa() -> Non
 def test_one_episode_has_no_spread() -> None:
     with pytest.raises(ValueError, match="at least 2"):
         cost_spread([3.0], threshold=20.0)
-
-
-def test_the_discounted_cost_to_go_of_every_step() -> None:
-    np.testing.assert_allclose(discounted_cost_to_go([1.0, 0.0, 2.0], 0.5), [1.5, 1.0, 2.0])
 
 
 def test_onpolicy_calibration_per_head() -> None:
@@ -75,14 +70,14 @@ def test_the_recorder_sees_what_the_rule_read_and_every_steps_cost() -> None:
     outcomes = threshold_episodes(recorder, CountingEnv(), 4.0, [(0, 2)], seed=0,
                                   extension=module_extension(type(policy.module)))
     assert [o.cost for o in outcomes] == [6.0, 6.0] and len(recorder.episodes) == 2
-    assert all(e["step"] == [0, 1, 2] and e["cost"] == [1.0, 2.0] for e in recorder.episodes)  # the last via total
+    assert all(e["t"] == [0, 1, 2] and e["costs"] == [1.0, 2.0] for e in recorder.episodes)  # the last via total
     measured = recorder.calibration([o.cost for o in outcomes])
     calibration = measured["calibration"]
     gamma = policy.module.cost_gamma
-    realised = discounted_cost_to_go([1.0, 2.0, 3.0], gamma)
+    realised = np.array([1 + 2 * gamma + 3 * gamma**2, 2 + 3 * gamma, 3.0])  # each episode's cost-to-go per step
     assert calibration["all"]["steps"] == 6 and calibration["all"]["realised"] == pytest.approx(realised.mean())
     first = recorder.episodes[0]
-    predicted = policy.predicted_cost(np.asarray(first["obs"]), np.asarray(first["action"]), np.asarray(first["step"]))
+    predicted = policy.predicted_cost(np.asarray(first["obs"]), np.asarray(first["actions"]), np.asarray(first["t"]))
     assert np.isfinite(predicted).all() and predicted.shape == (3,)
     heads = [h for e in recorder.episodes for h in e["head"]]
     assert sum(calibration[str(k)]["steps"] for k in set(heads)) == 6
