@@ -98,7 +98,7 @@ def test_a_killed_trial_worker_is_retried_from_its_checkpoint_and_ends_as_a_clea
                                                                                       tmp_path: Path) -> None:
     def options(name: str) -> SweepOptions:
         return SweepOptions(tasks="BallCircle", seeds=[0], data_root=str(BUNDLED.parent), storage=str(tmp_path),
-                            name=name, training={**TINY_TRAINING, "steps": 600, "thresholds": [20]},
+                            name=name, training={**TINY_TRAINING, "steps": 300, "thresholds": [20]},
                             checkpoint_every=1, max_failures=1, cpus_per_trial=1.0)
 
     (clean,), _ = load_trials(run_sweep(options("clean")))
@@ -120,7 +120,7 @@ def test_a_killed_trial_worker_is_retried_from_its_checkpoint_and_ends_as_a_clea
     assert "died" in (retried.trial_dir / "error.txt").read_text().lower()  # Tune recorded the failure, then retried
     iterations = [json.loads(line)["training_iteration"]
                   for line in (retried.trial_dir / "result.json").read_text().splitlines()]
-    assert iterations[-1] == 20 and len(iterations) < 40  # continued from a checkpoint, not from the start
+    assert iterations[-1] == 10 and len(iterations) < 20  # continued from a checkpoint, not from the start
     assert retried.evaluation == clean.evaluation
     expected = module_state(clean.checkpoint)
     for name, value in module_state(retried.checkpoint).items():
@@ -165,7 +165,8 @@ def kill_when(command: list[str], log: Path, reached: Callable[[], bool],
               stop_trials_when: Callable[[], bool] | None = None) -> None:
     """Runs ``command`` and SIGKILLs it (its process group) as soon as ``reached()``. With ``stop_trials_when``,
     the trial workers are stopped (SIGSTOP) as soon as that holds, so that no trial runs on while ``reached()`` is
-    waited for; they are continued after the kill."""
+    waited for, and so is every trial worker that Tune starts after that (a trial that Tune placed in a new worker
+    rather than the reused one); they are continued after the kill."""
     stopped: list[int] = []
     with log.open("w") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env(),
@@ -175,11 +176,12 @@ def kill_when(command: list[str], log: Path, reached: Callable[[], bool],
             while not reached():
                 assert process.poll() is None, f"the sweep ended before the kill: {log.read_text()[-3000:]}"
                 assert time.monotonic() < deadline, log.read_text()[-3000:]
-                if stop_trials_when is not None and not stopped and stop_trials_when():
-                    stopped = trial_processes()
-                    assert stopped, "no trial worker to stop"
-                    for pid in stopped:
+                if stop_trials_when is not None and (stopped or stop_trials_when()):
+                    new = [pid for pid in trial_processes() if pid not in stopped]
+                    assert stopped or new, "no trial worker to stop"
+                    for pid in new:
                         os.kill(pid, signal.SIGSTOP)
+                    stopped += new
                 time.sleep(0.1)
         finally:
             os.killpg(process.pid, signal.SIGKILL)
@@ -198,6 +200,7 @@ def test_a_driver_killed_at_any_point_is_finished_by_resume_without_rerunning_a_
     config = tmp_path / "resume.yaml"
     config.write_text(yaml.safe_dump({"tasks": "BallRun", "seeds": [0, 1], "data_root": str(data_root),
                                       "storage": str(tmp_path), "max_concurrent": 1, "checkpoint_every": 1,
+                                      "cost_limits": False,
                                       "training": {**TINY_TRAINING, "thresholds": [20]}}))
     command = [sys.executable, "-m", "rllib_caps.tune", "--config", str(config), "--address", ray_address]
     experiment = tmp_path / "resume"
@@ -276,6 +279,7 @@ def test_a_trial_whose_kept_checkpoint_was_rotated_out_continues_from_it_after_a
     config = tmp_path / "sweep.yaml"
     config.write_text(yaml.safe_dump({"tasks": "BallCircle", "seeds": [0], "data_root": str(BUNDLED.parent),
                                       "storage": str(tmp_path), "name": "rotated", "checkpoint_every": 1,
+                                      "cost_limits": False,
                                       "training": training}))
     command = [sys.executable, "-m", "rllib_caps.tune", "--config", str(config), "--address", ray_address]
     experiment = tmp_path / "rotated"
@@ -362,7 +366,7 @@ def test_an_interrupted_sweep_stops_as_tune_does_and_resumes(ray_address: str, t
     config = tmp_path / "sweep.yaml"
     config.write_text(yaml.safe_dump({"tasks": "BallCircle", "seeds": [0, 1], "data_root": str(BUNDLED.parent),
                                       "storage": str(tmp_path), "name": "stopped", "max_concurrent": 1,
-                                      "checkpoint_every": 1, "pack": "off",
+                                      "checkpoint_every": 1, "cost_limits": False, "pack": "off",
                                       "training": {**TINY_TRAINING, "steps": 120, "thresholds": [20]}}))
     text = interrupt_at_first_checkpoint(config, tmp_path / "stopped" / "*", signal.SIGINT, 130)
     said = "interrupted (SIGINT): Tune saved the experiment state"
@@ -386,6 +390,7 @@ def test_sigterm_to_every_process_of_a_sweep_ends_it_within_the_grace_and_it_res
     config = tmp_path / "sweep.yaml"
     config.write_text(yaml.safe_dump({"tasks": "BallCircle", "seeds": [0], "data_root": str(BUNDLED.parent),
                                       "storage": str(tmp_path), "name": "slurm", "checkpoint_every": 1,
+                                      "cost_limits": False,
                                       "training": {**TINY_TRAINING, "steps": 120, "thresholds": [20]}}))
     text = interrupt_at_first_checkpoint(config, tmp_path / "slurm" / "*", signal.SIGTERM, 143, every_process=True)
     assert "interrupted (SIGTERM): Tune saved the experiment state" in text and "--resume" in text, text[-3000:]
@@ -407,7 +412,8 @@ def test_an_interrupted_packed_search_resumes_with_its_samples_and_their_scores(
     config.write_text(yaml.safe_dump({"tasks": "BallCircle", "seeds": [0, 1], "heads": [3],
                                       "data_root": str(BUNDLED.parent), "storage": str(tmp_path), "name": "search",
                                       "search": "optuna", "num_samples": 3, "pack": "on", "population_samples": 2,
-                                      "max_concurrent": 1, "checkpoint_every": 1, "search_space": {"seed": 0},
+                                      "max_concurrent": 1, "checkpoint_every": 1, "cost_limits": False,
+                                      "search_space": {"seed": 0},
                                       "training": {**TINY_TRAINING, "steps": 240, "thresholds": [20]}}))
     interrupt_at_first_checkpoint(config, tmp_path / "search" / "*" / "*", signal.SIGTERM, 143)
     resumed = subprocess.run([sys.executable, "-m", "rllib_caps.tune", "--config", str(config), "--resume",
@@ -459,7 +465,7 @@ def test_a_full_storage_disk_is_a_clear_error_and_the_sweep_resumes_once_space_i
     config = tmp_path / "sweep.yaml"
     config.write_text(yaml.safe_dump({"tasks": "BallCircle", "seeds": [0, 1], "data_root": str(BUNDLED.parent),
                                       "storage": str(small_disk), "name": "full", "max_concurrent": 1,
-                                      "checkpoint_every": 1, "max_failures": 1,
+                                      "checkpoint_every": 1, "cost_limits": False, "max_failures": 1,
                                       "training": {**TINY_TRAINING, "steps": 120, "thresholds": [20]}}))
     command = [sys.executable, "-m", "rllib_caps.tune", "--config", str(config), "--address", ray_address]
     log = tmp_path / "full.log"

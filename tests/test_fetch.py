@@ -284,7 +284,7 @@ def test_tune_prepare_on_an_empty_data_root_trains(ray_address: str, tmp_path: P
     env = {**os.environ, "PYTHONPATH": str(Path.cwd()), "RLLIB_CAPS_SMOKE_TEST": "1", "RAY_ADDRESS": ray_address}
     proc = subprocess.run([sys.executable, "-m", "rllib_caps.tune", "--tasks", "BallCircle", "--prepare", str(source),
                            "--data-root", str(tmp_path / "data"), "--storage", str(tmp_path / "results"), "--seeds",
-                           "0"], env=env, capture_output=True, text=True, timeout=540)
+                           "0", "--no-cost-limits"], env=env, capture_output=True, text=True, timeout=540)
     assert proc.returncode == 0, proc.stderr[-3000:]
     meta = json.loads((tmp_path / "data" / "BallCircle" / "metadata.json").read_text())
     assert meta["source"]["file"] == name and meta["rows"] == ROWS

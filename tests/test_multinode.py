@@ -40,7 +40,8 @@ def test_two_node_sweep_uses_both_nodes_and_resumes_after_the_driver_is_killed(
         env = {**os.environ, "PYTHONPATH": str(Path.cwd()), "TUNE_GLOBAL_CHECKPOINT_S": "1"}
         command = [sys.executable, "-m", "rllib_caps.tune", "--tasks", "BallCircle", "--seeds", "0", "10", "20",
                    "--heads", "2", "--data-root", str(data_root), "--storage", str(storage), "--name", "multi",
-                   "--address", cluster.address, "--cpus-per-trial", "1", "--checkpoint-every", "1"]
+                   "--address", cluster.address, "--cpus-per-trial", "1", "--checkpoint-every", "1",
+                   "--no-cost-limits"]
         experiment = storage / "multi"
         driver = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         # The moment is made, not waited for: once a trial has written its last result, the trial workers are
