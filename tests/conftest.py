@@ -56,6 +56,9 @@ LONG_TESTS: dict[str, LongTest] = {
                       "only after its grace (STOP_GRACE_S, 20 s) by design; then resumed on the shared Ray"),
     "tests/test_packing.py::test_an_evaluation_during_training_rolls_out_while_the_population_trains_on": LongTest(
         120, "the same packed trial three times (pipelined, in place, resumed), each with remote evaluation runners"),
+    "tests/test_packing.py::test_a_packed_sweep_reports_what_the_unpacked_sweep_does": LongTest(
+        120, "the same 8 trials (CAPS: 2 seeds, BC-Safe: 2 seeds x 3 κ) unpacked and packed in 2 populations, "
+             "compared member by member"),
 }
 
 

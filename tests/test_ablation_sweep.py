@@ -74,11 +74,12 @@ def test_grid_has_backbone_and_actor_axes_and_trials_train_what_they_say(data_ro
 @pytest.mark.timeout(900)
 def test_small_ablation_sweep_reports_the_ablation_tables_with_cis(ray_address: str, data_root: Path,
                                                                     tmp_path: Path) -> None:
-    # FQE as tiny as the training. (An environment variable set here would not reach the trials: they run in the
-    # shared Ray's workers, which have the environment that Ray started with.)
+    # FQE as tiny as the training, and one κ. (An environment variable set here would not reach the trials: they run
+    # in the shared Ray's workers, which have the environment that Ray started with.)
     options = SweepOptions.of(tasks="BallCircle", seeds=[0, 1], heads=[2], actors=["shared", "separate"],
                            critics=["offline", "fqe-reward"], fqe_steps=20, data_root=str(data_root),
-                           storage=str(tmp_path), name="ablation", training=TINY_TRAINING, cpus_per_trial=1.0)
+                           storage=str(tmp_path), name="ablation", training={**TINY_TRAINING, "thresholds": [20]},
+                           cpus_per_trial=1.0)
     experiment = run_sweep(options)
     records, unfinished = load_trials(experiment)
     assert unfinished == []

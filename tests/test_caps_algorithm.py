@@ -120,8 +120,8 @@ def test_learning_on_bundled_dataset(ray_session, tmp_path):
     algo.save_to_path(tmp_path / "ckpt")
     algo.stop()
     policy = CAPSPolicy.from_checkpoint(tmp_path / "ckpt")
-    results = evaluate_policy(policy, task, [10, 20, 40], episodes=10, progress=False)
-    cost_head = evaluate_policy(policy.with_head(1), task, [40], episodes=10, progress=False)
+    results = evaluate_policy(policy, task, [10, 20, 40], episodes=5, progress=False)
+    cost_head = evaluate_policy(policy.with_head(1), task, [40], episodes=5, progress=False)
     costs = [results["thresholds"][k]["cost"] for k in ("10", "20", "40")]
     assert costs[0] <= costs[1] <= costs[2], costs
     assert costs[2] > costs[0], costs
@@ -139,8 +139,8 @@ def test_sacbc_learns_on_bundled_dataset_safe_at_every_threshold(ray_session, tm
                        "--batch-size", "256", "--eval-episodes", "0", "--seed", "0"]) == 0
     policy = CAPSPolicy.from_checkpoint(tmp_path / "ckpt")
     assert policy.module.backbone == "sacbc" and policy.module.clamp_cost_q
-    results = evaluate_policy(policy, task, [10, 20, 40], episodes=10, progress=False)
-    cost_head = evaluate_policy(policy.with_head(1), task, [40], episodes=10, progress=False)
+    results = evaluate_policy(policy, task, [10, 20, 40], episodes=5, progress=False)
+    cost_head = evaluate_policy(policy.with_head(1), task, [40], episodes=5, progress=False)
     for kappa in (10, 20, 40):
         score = results["thresholds"][str(kappa)]
         assert score["cost"] <= kappa, (kappa, score)
