@@ -14,7 +14,7 @@ from rllib_caps.evaluate import main as evaluate_main
 from rllib_caps.train import main as train_main
 
 DATA = Path(__file__).resolve().parents[1] / "datasets" / "BallCircle"
-EPISODES = 3
+EPISODES = 2
 
 
 def test_runner_shares_split_the_episodes_as_evaluation_runners_take_them() -> None:
