@@ -114,7 +114,7 @@ def test_two_learners_stay_in_sync_under_ddp(ray_session):
 def test_learning_on_bundled_dataset(ray_session, tmp_path):
     """A short CPU run: cost grows with κ yet stays within κ, and κ = 40 beats the cost head alone."""
     task = get_task("BallCircle")
-    config = build_config("caps", "BallCircle", BUNDLED, steps=3000, heads=2, hidden=[128, 128], batch_size=256,
+    config = build_config("caps", "BallCircle", BUNDLED, steps=3000, heads=2, hidden=[64, 64], batch_size=128,
                           updates_per_iteration=1000, eval_episodes=0, seed=0)
     algo, _ = train(config, progress=False)
     algo.save_to_path(tmp_path / "ckpt")
