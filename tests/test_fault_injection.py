@@ -201,7 +201,9 @@ def test_a_driver_killed_at_any_point_is_finished_by_resume_without_rerunning_a_
     config.write_text(yaml.safe_dump({"tasks": "BallRun", "seeds": [0, 1], "data_root": str(data_root),
                                       "storage": str(tmp_path), "max_concurrent": 1, "checkpoint_every": 1,
                                       "cost_limits": False,
-                                      "training": {**TINY_TRAINING, "thresholds": [20]}}))
+                                      # 10 iterations: a trial outlasts Tune's next state snapshot even where
+                                      # the workers are stopped late (seen: a 2-iteration trial finished first)
+                                      "training": {**TINY_TRAINING, "steps": 300, "thresholds": [20]}}))
     command = [sys.executable, "-m", "rllib_caps.tune", "--config", str(config), "--address", ray_address]
     experiment = tmp_path / "resume"
     kept: dict[str, bytes] = {}  # finished trial dir -> its result.json
