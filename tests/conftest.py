@@ -23,7 +23,7 @@ os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 torch.set_num_threads(1)
 
 TEST_BUDGET_S = float(os.environ.get("RLLIB_CAPS_TEST_BUDGET_S", "60"))
-LOAD_MARGIN = float(os.environ.get("RLLIB_CAPS_TEST_LOAD_MARGIN", "2"))
+LOAD_MARGIN = float(os.environ.get("RLLIB_CAPS_TEST_LOAD_MARGIN", "3"))
 
 
 @dataclass(frozen=True)
