@@ -42,10 +42,10 @@ def head_weights(checkpoint: Path, data: Path, rows: int, seed: int) -> tuple[np
     cost returns."""
     from ray.rllib.core.rl_module.rl_module import RLModule
 
-    from rllib_caps.algorithms.bc.episode_filter import episode_costs
     from rllib_caps.algorithms.caps.caps import CAPSConfig
     from rllib_caps.algorithms.caps.iql.losses import caps_iql_head_weights
     from rllib_caps.data.dataset import TransitionDataset
+    from rllib_caps.data.episodes import episode_costs
     from rllib_caps.data.schema import COSTS, EPS_ID
 
     module_dir = checkpoint.absolute().joinpath(*MODULE_PATH)  # RLlib reads a relative path as a URI

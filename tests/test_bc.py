@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from rllib_caps.algorithms.bc.episode_filter import episode_costs, safe_episode_mask, safe_episodes
+from rllib_caps.algorithms.bc.episode_filter import safe_episodes
 from rllib_caps.algorithms.bc.losses import bc_loss, deterministic_bc_loss, gaussian_bc_loss
 from rllib_caps.algorithms.registry import build_config, get_algorithm
 from rllib_caps.data import TransitionDataset
+from rllib_caps.data.episodes import episode_costs, safe_episode_mask
 from rllib_caps.data.schema import COSTS, EPS_ID
 
 ROOT = Path(__file__).resolve().parents[1]

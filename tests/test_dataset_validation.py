@@ -96,6 +96,8 @@ def test_train_refuses_bad_input_before_starting_ray(dataset: Path, tmp_path: Pa
         ([*base, "--heads", "1"], "--heads (num_heads) must be >= 2"),
         ([*base, "--steps", "0"], "--steps (num_gradient_steps) must be >= 1"),
         ([*base, "--expectile-cost", "1.0"], "--expectile-cost (expectile_cost) must be in (0, 1)"),
+        ([*base, "--cost-head-episode-limit", "-1"],
+         "--cost-head-episode-limit (cost_head_episode_limit) must be a total episode cost >= 0"),
         ([*base, "--hidden", "0"], "--hidden (hidden) must be a non-empty list"),
         ([*base, "--eval-episodes", "-1"], "--eval-episodes must be >= 0"),
         ([*base, "--num-gpus", "1"], "CUDA GPUs"),

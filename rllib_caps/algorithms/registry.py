@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import math
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -177,7 +178,8 @@ ALGORITHMS: dict[str, AlgorithmEntry] = {
                            reference_loop="rllib_caps.algorithms.caps.plain_loop:PlainLoop",
                            extension_path="rllib_caps.algorithms.caps.extension:CAPSExtension",
                            defaults={"hidden": (512, 512), "heads": 2, "backbone": "iql", "implementation": "paper",
-                                     "cost_gamma": 0.99, "expectile_reward": 0.7, "expectile_cost": 0.7}),
+                                     "cost_gamma": 0.99, "expectile_reward": 0.7, "expectile_cost": 0.7,
+                                     "cost_head_episode_limit": math.inf}),
     # BC-All ignores κ in training: one model per seed, evaluated at every threshold (docs/baselines.md).
     "bc-all": AlgorithmEntry(name="bc-all", config_path="rllib_caps.algorithms.bc.bc:BCConfig",
                              trial_label=fixed_label("BC-All"), searchable=(), threshold_at_deployment=False,

@@ -14,6 +14,7 @@ RLlib's new API stack, built on the offline base of ``rllib_caps.core.offline``.
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 from ray.rllib.algorithms.algorithm_config import NotProvided
@@ -69,6 +70,10 @@ class CAPSConfig(OfflineSafeConfig):
             (``calibration.held_out_episodes``), so a per-step fit reads episodes the critics never trained on
             (default False: training reads every episode). Every calibration still reads the whole dataset.
             The shift is part of the module state (checkpoints, exports). docs/paper.md, "Calibrated Q^c".
+        cost_head_episode_limit: the cost head K−1, the fallback, learns from the episodes whose total cost is at
+            most this only (BC-Safe's filter: ``training_data.training_dataset``); the critics and the other heads
+            still read every episode. ``math.inf`` (default): every episode. docs/paper.md, "A cost head of the
+            safe episodes".
         awr_beta: the advantage temperature β (RLlib's MARWIL/IQL ``beta`` is capped at 1; CAPS uses 3).
         beta_cost: "code" with IQL only: the cost advantage's β; None (default): ``awr_beta`` (the authors'
             code has a separate β with the same default 3).
@@ -98,6 +103,7 @@ class CAPSConfig(OfflineSafeConfig):
         self.head_selection = DEFAULT_HEAD_SELECTION  # the rule's verdict (docs/paper.md, "Calibrated Q^c")
         self.cost_calibration = "pessimism"  # idem
         self.calibration_holdout = False
+        self.cost_head_episode_limit = math.inf
         self.awr_beta = 3.0
         self.beta_cost: float | None = None
         self.expectile_reward = 0.7
@@ -126,6 +132,7 @@ class CAPSConfig(OfflineSafeConfig):
         head_selection: str = NotProvided,
         cost_calibration: str = NotProvided,
         calibration_holdout: bool = NotProvided,
+        cost_head_episode_limit: float = NotProvided,
         awr_beta: float = NotProvided,
         beta_cost: float | None = NotProvided,
         expectile_reward: float = NotProvided,
@@ -235,6 +242,9 @@ class CAPSConfig(OfflineSafeConfig):
             self.config_error(f"head_selection must be one of {HEAD_SELECTIONS}, got {self.head_selection!r}")
         if self.cost_calibration not in CALIBRATIONS:
             self.config_error(f"cost_calibration must be one of {CALIBRATIONS}, got {self.cost_calibration!r}")
+        if not self.cost_head_episode_limit >= 0:
+            self.config_error(f"cost_head_episode_limit must be a total episode cost >= 0 (inf: every episode), "
+                              f"got {self.cost_head_episode_limit}")
         for name in ("expectile_reward", "expectile_cost"):
             if not 0.0 < getattr(self, name) < 1.0:
                 self.config_error(f"{name} must be in (0, 1), got {getattr(self, name)}")

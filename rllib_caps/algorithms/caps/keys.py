@@ -19,3 +19,6 @@ PI_NOISE, NEXT_PI_NOISE = "pi_noise", "next_pi_noise"
 # Extra outputs of inference (the module's ``_forward_inference``, ``CAPSPolicy.last_outputs``), per step:
 HEAD = "head"  # which head acted
 PREDICTED_COST = "predicted_cost"  # Q^c(s, a) of the action taken, as the rule reads it (CAPSPolicy: first step)
+# A minibatch column, (B,) float: 1 on the rows of the episodes the cost head learns from, 0 elsewhere; present only
+# with ``cost_head_episode_limit`` (``training_data.training_dataset``).
+COST_HEAD_ROWS = "cost_head_rows"

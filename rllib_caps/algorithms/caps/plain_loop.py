@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from rllib_caps.algorithms.caps.training_data import training_dataset
 from rllib_caps.core.losses import polyak_update
 from rllib_caps.core.optim import adam
 from rllib_caps.core.precision import autocast
@@ -30,7 +31,7 @@ class PlainLoop:
         self.module.to(device)
         self.optimizers = [adam(params, lr)  # as the learner's
                            for params, lr in self.backbone.optimizer_groups(self.module, config).values()]
-        self.dataset = TransitionDataset.from_parquet(config.input_, device=device)
+        self.dataset = training_dataset(TransitionDataset.from_parquet(config.input_, device=device), config)
         self.generator = torch.Generator(device=device).manual_seed(seed)
         self.settings = self.backbone.settings_on(config, device)
 

@@ -66,4 +66,8 @@ CAPS_TRAIN_FLAGS = (
               help="CAPS(IQL): the cost value's expectile τ_c in (0, 1). 0.7 (the paper's) fits V^c to the cheaper "
                    "continuations in the data, 0.5 (the paper's MetaDrive setting) to their mean, below 0.5 to the "
                    "costlier ones, so Q^c reads a more pessimistic cost-to-go (docs/paper.md)"),
+    TrainFlag("cost_head_episode_limit", "--cost-head-episode-limit", float,
+              help="CAPS: the cost head (the fallback when no head fits the budget) learns only from the episodes "
+                   "whose total cost is at most this, e.g. the task's smallest threshold; inf: every episode "
+                   "(docs/paper.md, \"A cost head of the safe episodes\")"),
 )

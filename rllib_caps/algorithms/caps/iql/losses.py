@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from rllib_caps.algorithms.caps import keys as m
-from rllib_caps.algorithms.caps.shared_losses import cost_signal, head_coefficients
+from rllib_caps.algorithms.caps.shared_losses import cost_signal, head_coefficients, head_row_weights
 from rllib_caps.core.losses import CriticPairLosses, critic_pair_losses
 from rllib_caps.core.time_limit import episode_ends
 from rllib_caps.data import schema
@@ -132,6 +132,9 @@ def caps_iql_losses(fwd_out: dict[str, torch.Tensor], batch: dict[str, torch.Ten
     one backward pass on the sum gives each network exactly the gradient of its own loss.
     """
     weights, reward, cost = caps_iql_head_weights(fwd_out, batch, settings)
+    row_weights = head_row_weights(batch, weights.shape[-1])
+    if row_weights is not None:
+        weights = weights * row_weights
     log_probs = gaussian_log_prob(batch[schema.ACTIONS], fwd_out[m.HEAD_MEANS], fwd_out[m.HEAD_LOG_STD])
     return {
         "actor_loss": awr_actor_loss(log_probs, weights, mean_over_heads=settings.mean_over_heads),

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from rllib_caps.algorithms.caps import keys as m
-from rllib_caps.algorithms.caps.shared_losses import cost_signal, head_coefficients
+from rllib_caps.algorithms.caps.shared_losses import cost_signal, head_coefficients, head_row_weights
 from rllib_caps.core.losses import pessimistic_twin, td_target, twin_td_loss
 from rllib_caps.core.time_limit import episode_ends
 from rllib_caps.data import schema
@@ -57,19 +57,23 @@ def head_q_values(q_reward: torch.Tensor, q_cost_goodness: torch.Tensor, lambdas
 
 
 def sacbc_actor_loss(q_heads: torch.Tensor, log_probs: torch.Tensor, pi_actions: torch.Tensor,
-                     actions: torch.Tensor, alpha: torch.Tensor, q_weight: float) -> torch.Tensor:
+                     actions: torch.Tensor, alpha: torch.Tensor, q_weight: float,
+                     row_weights: torch.Tensor | None = None) -> torch.Tensor:
     """``Σ_k E[α log π_k(ã_k|s) − η_k Q^k(s, ã_k)] + mean((ã_k − a)²)`` with ``η_k = q_weight / mean|Q^k|``
     (detached, per head, over the batch: TD3+BC's normaliser).
 
     Args:
         q_heads: ``(B, K)`` Q^k at the heads' sampled actions; log_probs: ``(B, K)``;
         pi_actions: ``(B, K, A)`` the sampled actions ã_k; actions: ``(B, A)`` the dataset's; alpha: the
-        temperature (detached here).
+        temperature (detached here); row_weights: ``(B, K)`` weights of each row in each head's expectations
+        (``shared_losses.head_row_weights``), None for 1.
     """
     eta = q_weight / q_heads.abs().mean(0).detach()
-    per_head = (alpha.detach() * log_probs - eta * q_heads).mean(0)
-    bc = (pi_actions - actions.unsqueeze(1)).pow(2).mean(dim=(0, 2))
-    return (per_head + bc).sum()
+    policy = alpha.detach() * log_probs - eta * q_heads  # (B, K)
+    bc = (pi_actions - actions.unsqueeze(1)).pow(2)  # (B, K, A)
+    if row_weights is not None:
+        policy, bc = policy * row_weights, bc * row_weights.unsqueeze(-1)
+    return (policy.mean(0) + bc.mean(dim=(0, 2))).sum()
 
 
 def temperature_loss(log_alpha: torch.Tensor, log_probs: torch.Tensor, target_entropy: float) -> torch.Tensor:
@@ -135,7 +139,7 @@ def caps_sacbc_losses(fwd_out: dict[str, torch.Tensor], batch: dict[str, torch.T
     target_entropy = -float(fwd_out[m.PI_ACTIONS].shape[-1])
     return {
         "actor_loss": sacbc_actor_loss(q_heads, log_probs, fwd_out[m.PI_ACTIONS], batch[schema.ACTIONS], alpha,
-                                       settings.q_weight),
+                                       settings.q_weight, head_row_weights(batch, q_heads.shape[-1])),
         "alpha_loss": temperature_loss(fwd_out[m.LOG_ALPHA], log_probs, target_entropy),
         "qr_loss": qr_loss, "qc_loss": qc_loss,
     }

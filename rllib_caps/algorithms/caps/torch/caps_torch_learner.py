@@ -13,10 +13,9 @@ from ray.rllib.utils.annotations import override
 from ray.rllib.utils.typing import ModuleID, ParamDict, StateDict
 
 from rllib_caps.algorithms.caps.backbone import Backbone
-from rllib_caps.algorithms.caps.calibration import CALIBRATION_COLUMNS, calibrate_cost_critic, held_out_episodes
+from rllib_caps.algorithms.caps.calibration import CALIBRATION_COLUMNS, calibrate_cost_critic
+from rllib_caps.algorithms.caps.training_data import training_dataset
 from rllib_caps.core.learner import OfflineSafeTorchLearner
-from rllib_caps.data import TransitionDataset
-from rllib_caps.data.schema import EPS_ID
 
 ACTOR_LR_COSINE_STEPS = 1_000_000  # the authors' IQL code: CosineAnnealingLR(actor optimiser, T_max = 1e6 steps)
 
@@ -56,10 +55,7 @@ class CAPSTorchLearner(OfflineSafeTorchLearner):
         super().build()
         self.loss_settings = self.backbone.settings_on(self.config, self.device)
         self.calibration_data = self.dataset  # what calibrate_cost_critic reads: every episode
-        if self.config.calibration_holdout:  # training reads the episodes outside the calibration's held-out split
-            held_out = torch.as_tensor(held_out_episodes(self.dataset.tensors[EPS_ID].cpu().numpy()),
-                                       device=self.dataset.tensors[EPS_ID].device)
-            self.dataset = TransitionDataset({name: t[~held_out] for name, t in self.dataset.tensors.items()})
+        self.dataset = training_dataset(self.dataset, self.config)
 
     @override(OfflineSafeTorchLearner)
     def draw_extras(self, batch_size: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
