@@ -28,7 +28,8 @@ def test_the_rows_are_those_of_the_episodes_within_the_limit() -> None:
     costs = torch.tensor([1.0, 2.0, 0.0, 0.0, 1.0, 5.0])  # episode totals: 7 → 3, 3 → 1, 9 → 5
     assert cost_head_rows(eps_id, costs, 3.0).tolist() == [1, 1, 1, 1, 1, 0]
     assert cost_head_rows(eps_id, costs, 1.0).tolist() == [0, 0, 1, 1, 1, 0]
-    with pytest.raises(ValueError, match=r"cost_head_episode_limit 0.5: .* \(the cheapest costs 1\)"):
+    with pytest.raises(ValueError,
+                       match=r"total cost <= cost_head_episode_limit 0.5 \(the cheapest costs 1\); raise the limit"):
         cost_head_rows(eps_id, costs, 0.5)
 
 

@@ -20,3 +20,15 @@ def safe_episode_mask(eps_id: torch.Tensor, costs: torch.Tensor, cost_limit: flo
     the whole episode's cost, not the cost-to-go)."""
     per_row, _ = episode_costs(eps_id, costs)
     return per_row <= cost_limit
+
+
+def nonempty_safe_episode_mask(eps_id: torch.Tensor, costs: torch.Tensor, cost_limit: float, *, setting: str,
+                               remedy: str) -> torch.Tensor:
+    """``safe_episode_mask``, or a ValueError if no episode is within ``cost_limit``: it names ``setting`` (the flag
+    or config key that set the limit), the cheapest episode's cost and ``remedy``."""
+    mask = safe_episode_mask(eps_id, costs, cost_limit)
+    if not bool(mask.any()):
+        _, totals = episode_costs(eps_id, costs)
+        raise ValueError(f"no episode of the dataset has total cost <= {setting} {cost_limit:g} (the cheapest costs "
+                         f"{float(totals.min()):g}); {remedy}")
+    return mask

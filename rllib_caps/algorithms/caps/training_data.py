@@ -13,20 +13,16 @@ import torch
 from rllib_caps.algorithms.caps.calibration import held_out_episodes
 from rllib_caps.algorithms.caps.keys import COST_HEAD_ROWS
 from rllib_caps.data import TransitionDataset
-from rllib_caps.data.episodes import episode_costs, safe_episode_mask
+from rllib_caps.data.episodes import nonempty_safe_episode_mask
 from rllib_caps.data.schema import COSTS, EPS_ID
 
 
 def cost_head_rows(eps_id: torch.Tensor, costs: torch.Tensor, limit: float) -> torch.Tensor:
     """``COST_HEAD_ROWS``: 1.0 on the transitions of the episodes whose total cost is ≤ ``limit``, else 0.0; a
     ValueError naming ``cost_head_episode_limit`` if no episode is that cheap."""
-    rows = safe_episode_mask(eps_id, costs, limit)
-    if not bool(rows.any()):
-        _, totals = episode_costs(eps_id, costs)
-        raise ValueError(f"cost_head_episode_limit {limit:g}: no episode of the dataset costs that little (the "
-                         f"cheapest costs {float(totals.min()):g}); raise the limit, or leave it unset (inf) to train "
-                         "the cost head on every episode")
-    return rows.to(torch.float32)
+    return nonempty_safe_episode_mask(eps_id, costs, limit, setting="cost_head_episode_limit",
+                                      remedy="raise the limit, or leave it unset (inf) to train the cost head on "
+                                             "every episode").to(torch.float32)
 
 
 def training_dataset(dataset: TransitionDataset, config: Any) -> TransitionDataset:
