@@ -57,6 +57,15 @@ def test_the_h100_sample_records_every_algorithm_alone_and_the_packable_ones_in_
     assert figures.population["caps"] == {3: 1800.0} and "bearl" not in figures.population
 
 
+def test_the_h200_sample_records_every_algorithm_its_populations_and_the_sharing_of_one_gpu() -> None:
+    figures = read_figures(DEFAULT_GPU_FIGURES.with_name("h200_figures.json"))
+    assert figures.device == "NVIDIA H200" and set(figures.steps_per_s) == {
+        "caps", "bc-all", "bc-safe", "bearl", "cpq", "coptidice", "cdt"}
+    assert set(figures.population) == set(figures.steps_per_s) - {"cdt"}  # CDT's dropout keeps it alone
+    assert figures.sharing_members == 3 and sorted(figures.sharing_processes) == [1, 3, 9]
+    assert sharing_gain(figures, 9) < 1.05 < figures.sharing_population[27] / figures.sharing_population[3]
+
+
 @pytest.mark.parametrize(("content", "complaint"), [
     (None, "cannot read it"),
     ("{", "not valid JSON"),

@@ -5,8 +5,8 @@
 # ./gpu_results). The call takes the tracked tree and the carry, 64 MiB together: first move aside what it does not
 # need (`bash benchmarks/gpu/aside.sh out`, and `back` after the call). From the device tool:
 #   run(command="bash benchmarks/gpu/run.sh", carry=[".whl"])
-# Set PARTS to run a subset, in this order: PARTS="tests profile population bench precision grid sharing sweep" (the
-# default is all of them but profile and precision; grid and sharing write $OUT/figures.json, which
+# Set PARTS to run a subset, in this order: PARTS="sweep tests profile population bench precision grid sharing" (the
+# default is all of them but profile and precision; the sweep first, as the one part never yet run on a GPU; grid and sharing write $OUT/figures.json, which
 # `tune --dry-run --gpu-figures` reads); BENCH_SIZES=512x512 and BENCH_PRECISIONS=high measure the matrix at one hidden
 # width x batch size and precision, GRID_STEPS and GRID_REPETITIONS shorten the projection, GRID_COMPILE=1 projects with every learner
 # compiled (torch_compile_learner; minutes of compiling).
@@ -14,7 +14,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-gpu_results}
 mkdir -p "$OUT"
-PARTS=${PARTS:-"tests population bench grid sharing sweep"}
+PARTS=${PARTS:-"sweep tests population bench grid sharing"}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     || exit 1
 tar -xJf .whl/ray-native.tar.xz -C /tmp/site || exit 1  # Ray's daemons and _raylet.so, stripped (prepare_carry.sh)
@@ -24,6 +24,15 @@ python3 -c "import torch, ray; print('torch', torch.__version__, 'ray', ray.__ve
     | tee -a "$OUT/machine.txt"
 status=0
 part() { [[ " $PARTS " == *" $1 "* ]]; }
+if part sweep; then  # a real Ray Tune sweep on the GPU: 2 tasks x 3 seeds x 2 algorithms, packed, evaluated, reported
+    rm -rf /tmp/sweep && python3 benchmarks/gpu/sweep_data.py /tmp/sweep/data 2>&1 | tee "$OUT/sweep.txt"
+    start=$SECONDS
+    timeout ${SWEEP_TIMEOUT:-240} python3 -m rllib_caps.tune --config benchmarks/gpu/sweep.yaml --quiet \
+        --task-file benchmarks/gpu/sweep_tasks.yaml --data-root /tmp/sweep/data --storage /tmp/sweep/results \
+        --name gpu-sweep --num-gpus ${SWEEP_GPUS:-1} 2>&1 | grep -v WARNING | tee -a "$OUT/sweep.txt" || status=1
+    echo "sweep: $((SECONDS - start)) s" | tee -a "$OUT/sweep.txt"
+    cp -r /tmp/sweep/results/gpu-sweep/report "$OUT/sweep_report" || status=1
+fi
 if part tests; then
     timeout 420 python3 -m pytest -q -p no:cacheprovider -m cuda tests/test_captured_step.py tests/test_population.py \
         2>&1 | tee "$OUT/tests.txt" | tail -15 || status=1
@@ -48,7 +57,7 @@ if part population; then  # fused critics, losses compiled (the fastest in the p
         | tee -a "$OUT/population.txt"
 fi
 if part bench; then  # plain eager, RLlib eager, captured, and captured with forward pass and losses compiled
-    for size in ${BENCH_SIZES:-512x512 256x256}; do  # hidden x batch
+    for size in ${BENCH_SIZES:-512x512}; do  # hidden x batch
         timeout 300 python3 -m rllib_caps.bench --device cuda --hidden "${size%x*}" --batch "${size#*x}" --heads 2 \
             --precision ${BENCH_PRECISIONS:-highest high} --compile --steps 64 --repetitions 3 --warmup 16 2>&1 \
             | grep -v WARNING | tee -a "$OUT/bench.txt"
@@ -68,14 +77,5 @@ fi
 if part sharing; then  # N trials (populations of 3) sharing the GPU against one population of all: the dry run's figures
     timeout 150 python3 benchmarks/bench_gpu_concurrency.py --concurrency 1 3 9 --members 3 --steps ${SHARING_STEPS:-128} \
         --figures "$OUT/figures.json" 2>&1 | grep -v WARNING | tee "$OUT/sharing.txt"
-fi
-if part sweep; then  # a real Ray Tune sweep on the GPU: 2 tasks x 3 seeds x 2 algorithms, packed, evaluated, reported
-    rm -rf /tmp/sweep && python3 benchmarks/gpu/sweep_data.py /tmp/sweep/data 2>&1 | tee "$OUT/sweep.txt"
-    start=$SECONDS
-    timeout ${SWEEP_TIMEOUT:-240} python3 -m rllib_caps.tune --config benchmarks/gpu/sweep.yaml --quiet \
-        --task-file benchmarks/gpu/sweep_tasks.yaml --data-root /tmp/sweep/data --storage /tmp/sweep/results \
-        --name gpu-sweep --num-gpus ${SWEEP_GPUS:-1} 2>&1 | grep -v WARNING | tee -a "$OUT/sweep.txt" || status=1
-    echo "sweep: $((SECONDS - start)) s" | tee -a "$OUT/sweep.txt"
-    cp -r /tmp/sweep/results/gpu-sweep/report "$OUT/sweep_report" || status=1
 fi
 exit $status
