@@ -1,15 +1,18 @@
-"""How many CAPS trials one GPU sustains: N processes, each training the RLlib learner (or with ``--members P`` a
-population of P, as a packed Tune trial does) at the paper's sizes (hidden 512, batch 512) on the same GPU at once,
+"""How many trials one GPU sustains: N processes, each training the RLlib learner of ``--algo`` (CAPS at the paper's
+sizes, hidden 512, batch 512; another algorithm at its defaults), or with ``--members P`` a population of P, as a
+packed Tune trial does, on the same GPU at once,
 for N = 1, 2, 4, ...; prints each N's per-process member-steps/s and its ratio to N = 1 (a trial's slowdown), the
 aggregate, and for N > 1 one process training a single population of all N × P members instead: fractional GPUs
 against one larger population, measured in one call.
 
     python benchmarks/bench_gpu_concurrency.py --concurrency 1 2 4 8 --heads 2 --steps 2000
     python benchmarks/bench_gpu_concurrency.py --concurrency 1 3 9 --members 3 --steps 256 --figures FILE
+    python benchmarks/bench_gpu_concurrency.py --algo cdt --concurrency 1 2 4 --steps 32
 
 The largest N whose ratio stays >= 0.8 is how many trials (``--gpus-per-trial 1/N``) a GPU takes before each
-trial slows by more than 20%. ``--figures`` adds the aggregates to a GPU figures file (``sharing``), which
-``tune --dry-run --gpu-figures`` reads. Learner only: a sweep's trials also spend CPU time on evaluation rollouts.
+trial slows by more than 20%. ``--figures`` adds CAPS's aggregates to a GPU figures file (``sharing``), which
+``tune --dry-run --gpu-figures`` reads. An algorithm that forms no population (CDT) runs one learner per process and
+shows no population. Learner only: a sweep's trials also spend CPU time on evaluation rollouts.
 """
 
 from __future__ import annotations
@@ -26,21 +29,19 @@ from pathlib import Path
 
 import torch
 
-from rllib_caps.bench import local_learner, run_one_after_another, write_synthetic_dataset
+from rllib_caps.algorithms.registry import ALGORITHMS
+from rllib_caps.bench import bench_config, local_learner, run_one_after_another, write_synthetic_dataset
 from rllib_caps.sweeps.gpu_figures import write_figures
+from rllib_caps.sweeps.packing import packable
 
 
-def _worker(data: str, hidden: int, batch: int, heads: int, steps: int, fused: bool, members: int, start,
-            queue) -> None:
-    from rllib_caps.algorithms.registry import build_config
+def _worker(data: str, algo: str, sizes: dict, steps: int, members: int, start, queue) -> None:
     from rllib_caps.core.population import Population
 
     torch.set_num_threads(1)
 
     def learner(seed: int):
-        config = build_config("caps", "BallCircle", data, steps=steps, heads=heads, hidden=[hidden] * 2,
-                              batch_size=batch, eval_episodes=0, fused_critics=fused, seed=seed,
-                              num_gpus_per_learner=1)
+        config = bench_config(algo, Path(data), seed, steps=steps, device="cuda", **sizes)
         config.validate()
         return local_learner(config)
 
@@ -62,8 +63,10 @@ def _processes(args: argparse.Namespace, data: Path, n: int, members: int) -> li
     """Member-steps/s of each of ``n`` processes training ``members`` members each on the GPU at once."""
     ctx = mp.get_context("spawn")
     start, queue = ctx.Barrier(n), ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(str(data), args.hidden, args.batch, args.heads, args.steps,
-                                                args.fused, members, start, queue)) for _ in range(n)]
+    sizes = {"hidden": [args.hidden] * 2, "batch_size": args.batch, "heads": args.heads,
+             "fused_critics": args.fused} if args.algo == "caps" else {}
+    procs = [ctx.Process(target=_worker, args=(str(data), args.algo, sizes, args.steps, members, start, queue))
+             for _ in range(n)]
     for p in procs:
         p.start()
     speeds = [queue.get() for _ in procs]
@@ -76,11 +79,13 @@ def run(args: argparse.Namespace, data: Path) -> list[dict]:
     rows = []
     for n in args.concurrency:
         speeds = _processes(args, data, n, args.members)
-        merged = sum(speeds) if n == 1 else _processes(args, data, 1, n * args.members)[0]
+        merged = sum(speeds) if n == 1 else _processes(args, data, 1, n * args.members)[0] if packable(args.algo) \
+            else None  # a population_blocker (CDT: its dropout; rllib_caps.core.population)
         rows.append({"processes": n, "members": args.members, "per_process_median": statistics.median(speeds),
                      "per_process_min": min(speeds), "aggregate": sum(speeds), "one_population": merged})
+        together = "none (no population)" if merged is None else f"{merged:.1f}"
         print(f"N={n}: per-process member-steps/s median {rows[-1]['per_process_median']:.1f} (min {min(speeds):.1f}), "
-              f"aggregate {sum(speeds):.1f}; one population of {n * args.members}: {merged:.1f}", flush=True)
+              f"aggregate {sum(speeds):.1f}; one population of {n * args.members}: {together}", flush=True)
     for row in rows:
         row["ratio_to_one"] = row["per_process_median"] / rows[0]["per_process_median"]
     return rows
@@ -88,12 +93,14 @@ def run(args: argparse.Namespace, data: Path) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--algo", choices=sorted(ALGORITHMS), default="caps",
+                   help="the algorithm each process trains (CAPS at --hidden, --batch, --heads; others at defaults)")
     p.add_argument("--concurrency", type=int, nargs="+", default=[1, 2, 4, 8], help="numbers of processes")
-    p.add_argument("--hidden", type=int, default=512)
-    p.add_argument("--batch", type=int, default=512)
-    p.add_argument("--heads", type=int, default=2)
+    p.add_argument("--hidden", type=int, default=512, help="CAPS's hidden width")
+    p.add_argument("--batch", type=int, default=512, help="CAPS's batch size")
+    p.add_argument("--heads", type=int, default=2, help="CAPS's number of heads K")
     p.add_argument("--steps", type=int, default=2000, help="measured gradient steps per process")
-    p.add_argument("--fused", action="store_true", help="fused critics (rllib_caps.core.nets)")
+    p.add_argument("--fused", action="store_true", help="CAPS's fused critics (rllib_caps.core.nets)")
     p.add_argument("--members", type=int, default=1, help="members of each process's population (1: one learner)")
     p.add_argument("--figures", type=Path, metavar="JSON",
                    help="also write the aggregates into this GPU figures file (rllib_caps.sweeps.gpu_figures)")
@@ -101,6 +108,14 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.members < 1 or min(args.concurrency) < 1:
         print("error: --members and --concurrency must be >= 1", file=sys.stderr)
+        return 2
+    if args.members > 1 and not packable(args.algo):
+        print(f"error: --members {args.members}: {args.algo} forms no populations; leave --members out",
+              file=sys.stderr)
+        return 2
+    if args.figures and args.algo != "caps":
+        print("error: --figures records CAPS's sharing (the dry run's model); leave it out with --algo "
+              f"{args.algo}", file=sys.stderr)
         return 2
     if not torch.cuda.is_available():
         print("error: no CUDA GPU here; this benchmark measures GPU sharing", file=sys.stderr)
@@ -112,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
         write_figures(args.figures, {"device": setup["gpu"], "sharing": {
             "members": args.members, "command": " ".join(["python", *sys.argv]),
             "processes": {str(r["processes"]): round(r["aggregate"], 1) for r in rows},
-            "one_population": {str(r["processes"] * args.members): round(r["one_population"], 1) for r in rows}}})
+            "one_population": {str(r["processes"] * args.members): round(r["one_population"], 1) for r in rows
+                               if r["one_population"] is not None}}})
     if args.json:
         print(json.dumps({"setup": setup, "rows": rows}, indent=1))
     else:
@@ -121,8 +137,9 @@ def main(argv: list[str] | None = None) -> int:
               "one population of them all |")
         print("|---:|---:|---:|---:|---:|---:|")
         for r in rows:
+            together = "—" if r["one_population"] is None else f"{r['one_population']:.1f}"
             print(f"| {r['processes']} | {r['members']} | {r['per_process_median']:.1f} | {r['ratio_to_one']:.3f} | "
-                  f"{r['aggregate']:.1f} | {r['one_population']:.1f} |")
+                  f"{r['aggregate']:.1f} | {together} |")
     return 0
 
 

@@ -66,6 +66,18 @@ def local_learner(config: Any) -> Any:
     return ray_internals.local_learner(group)
 
 
+def bench_config(algo: str, data: Path, seed: int, *, steps: int, device: str, **settings: Any) -> Any:
+    """The config of one trial of ``algo`` on the dataset at ``data`` for a benchmark: the algorithm's defaults but
+    ``settings``, no evaluation, a per-κ algorithm at κ = 20, its learner on the GPU where ``device`` is cuda (not yet
+    validated: a caller may change it first)."""
+    from rllib_caps.algorithms.registry import build_config, get_algorithm, trained_per_threshold
+
+    if trained_per_threshold(get_algorithm(algo)):
+        settings = {"cost_limit": 20, **settings}
+    return build_config(algo, "BallCircle", data, steps=steps, eval_episodes=0, seed=seed,
+                        num_gpus_per_learner=1 if device == "cuda" else 0, **settings)
+
+
 def rllib_learner_step(config: Any) -> Callable[[int], None]:
     """``n`` gradient steps through ``OfflineSafeTorchLearner.update_from_dataset`` (a local learner, no Ray actors)."""
     learner = local_learner(config)
@@ -101,14 +113,14 @@ def loop_names(device: str, compiled: bool = False) -> list[str]:
 def build_loop(name: str, args: argparse.Namespace, data: Path, hidden: int, heads: int, precision: str
                ) -> Callable[[int], None]:
     """One loop of ``loop_names``, built at one size."""
-    from rllib_caps.algorithms.registry import build_config, get_algorithm
+    from rllib_caps.algorithms.registry import get_algorithm
 
     kind, variant = name.split("_")
-    config = build_config(args.algo, "BallCircle", data, steps=args.steps, heads=heads, hidden=[hidden] * 2,
-                          batch_size=args.batch, eval_episodes=0, fused_critics=variant == "fused",
+    config = bench_config(args.algo, data, 0, steps=args.steps, device=args.device, heads=heads,
+                          hidden=[hidden] * 2, batch_size=args.batch, fused_critics=variant == "fused",
                           compile=kind == "compiled", compile_backend=args.compile_backend, backbone=args.backbone,
                           captured_step=kind in ("captured", "compiled") and args.device == "cuda",
-                          matmul_precision=precision, num_gpus_per_learner=1 if args.device == "cuda" else 0)
+                          matmul_precision=precision)
     config.validate()
     if kind == "plain":
         return get_algorithm(args.algo).reference_loop_class(config, device=args.device)
@@ -177,17 +189,15 @@ def run_populations(args: argparse.Namespace, data: Path) -> list[dict[str, Any]
     member-steps/s does not depend on P: min(P, 8) of them are measured."""
     import torch
 
-    from rllib_caps.algorithms.registry import build_config
     from rllib_caps.core.population import Population
 
     hidden, heads, precision = args.hidden[0], args.heads[0], args.precision[0]
 
     def learner(seed: int, compiled: bool = False) -> Any:
-        config = build_config(args.algo, "BallCircle", data, steps=args.steps, heads=heads, hidden=[hidden] * 2,
-                              batch_size=args.batch, eval_episodes=0, seed=seed, backbone=args.backbone,
+        config = bench_config(args.algo, data, seed, steps=args.steps, device=args.device, heads=heads,
+                              hidden=[hidden] * 2, batch_size=args.batch, backbone=args.backbone,
                               fused_critics=args.fused_critics, matmul_precision=precision, compile=compiled,
-                              compile_backend=args.compile_backend,
-                              num_gpus_per_learner=1 if args.device == "cuda" else 0)
+                              compile_backend=args.compile_backend)
         if args.search_members:  # each member its own sample: every member hyperparameter scaled by 1 + seed/8
             config.training(**{name: np.multiply(value, 1 + seed / 8).tolist()
                                for name, value in config.member_hyperparameters().items()})
@@ -251,16 +261,12 @@ PAPER_EVAL_EPISODES = 20  # per threshold
 def measure_algorithm(name: str, args: argparse.Namespace, data: Path, population: int | None) -> float:
     """Member-steps/s of one algorithm's RLlib learner at its default sizes, its step captured where
     the device allows (``captured_step="auto"``); with ``population`` P, of P such trials as one population."""
-    from rllib_caps.algorithms.registry import build_config, get_algorithm, trained_per_threshold
     from rllib_caps.core.population import Population
 
-    settings = {"cost_limit": 20} if trained_per_threshold(get_algorithm(name)) else {}
-
     def learner(seed: int) -> Any:
-        config = build_config(name, "BallCircle", data, steps=args.steps, eval_episodes=0, seed=seed,
+        config = bench_config(name, data, seed, steps=args.steps, device=args.device,
                               matmul_precision=args.precision[0], compile=args.compile,
-                              compile_backend=args.compile_backend,
-                              num_gpus_per_learner=1 if args.device == "cuda" else 0, **settings)
+                              compile_backend=args.compile_backend)
         config.validate()
         return local_learner(config)
 

@@ -74,8 +74,11 @@ if part grid; then
         --eval-costs benchmarks/eval_rollouts.json --steps ${GRID_STEPS:-256} --repetitions ${GRID_REPETITIONS:-3} \
         --figures "$OUT/figures.json" 2>&1 | grep -v WARNING | tee "$OUT/grid.txt"
 fi
-if part sharing; then  # N trials (populations of 3) sharing the GPU against one population of all: the dry run's figures
+if part sharing; then  # N trials (CAPS populations of 3) sharing the GPU against one population of all: the dry run's figures
     timeout 150 python3 benchmarks/bench_gpu_concurrency.py --concurrency 1 3 9 --members 3 --steps ${SHARING_STEPS:-128} \
         --figures "$OUT/figures.json" 2>&1 | grep -v WARNING | tee "$OUT/sharing.txt"
+    # CDT forms no populations (its dropout): do several of its trials fill the GPU that one leaves idle?
+    timeout 150 python3 benchmarks/bench_gpu_concurrency.py --algo cdt --concurrency 1 2 4 --steps 32 2>&1 \
+        | grep -v WARNING | tee -a "$OUT/sharing.txt"
 fi
 exit $status
