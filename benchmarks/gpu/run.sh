@@ -27,7 +27,7 @@ part() { [[ " $PARTS " == *" $1 "* ]]; }
 if part sweep; then  # a real Ray Tune sweep on the GPU: 2 tasks x 3 seeds x 2 algorithms, packed, evaluated, reported
     rm -rf /tmp/sweep && python3 benchmarks/gpu/sweep_data.py /tmp/sweep/data 2>&1 | tee "$OUT/sweep.txt"
     start=$SECONDS
-    timeout ${SWEEP_TIMEOUT:-240} python3 -m rllib_caps.tune --config benchmarks/gpu/sweep.yaml --quiet \
+    timeout ${SWEEP_TIMEOUT:-300} python3 -m rllib_caps.tune --config benchmarks/gpu/sweep.yaml --quiet \
         --task-file benchmarks/gpu/sweep_tasks.yaml --data-root /tmp/sweep/data --storage /tmp/sweep/results \
         --name gpu-sweep --num-gpus ${SWEEP_GPUS:-1} 2>&1 | grep -v WARNING | tee -a "$OUT/sweep.txt" || status=1
     echo "sweep: $((SECONDS - start)) s" | tee -a "$OUT/sweep.txt"
