@@ -35,6 +35,7 @@ import yaml
 
 from rllib_caps.algorithms.registry import ALGORITHMS, DEFAULT_ALGORITHM
 from rllib_caps.core.precision import DEFAULT_MATMUL_PRECISION, MATMUL_PRECISIONS
+from rllib_caps.sweeps.options import MAX_MEMBERS
 
 if TYPE_CHECKING:  # torch, Ray and pyarrow are imported where the work starts, not for --help
     import torch
@@ -291,15 +292,29 @@ def grid_steps(algo: str, task: Any, grid: dict[str, Any]) -> int:
     return int(settings.get("num_gradient_steps", default_config(algo).num_gradient_steps))
 
 
+def merged_populations(tasks: Iterable[Any], members_per_task: int, max_members: int) -> list[list[Any]]:
+    """The populations of the grid's trials when those of tasks with the same observation and action sizes merge
+    (``sweeps.gpu_plan.mergeable_groups``' rule), a group of more than ``max_members`` split into as few populations
+    of sizes as equal as can be: one list of tasks per member."""
+    groups: dict[tuple[int, int], list[Any]] = {}
+    for task in tasks:
+        groups.setdefault((task.obs_dim, task.act_dim), []).extend([task] * members_per_task)
+    return [list(part) for members in groups.values()
+            for part in np.array_split(np.array(members, dtype=object), -(-len(members) // max_members))]
+
+
 def project_grid(args: argparse.Namespace, data: Path) -> list[dict[str, Any]]:
     """The paper's full grid (every algorithm of the registry, the 38 tasks, 3 seeds, per-κ algorithms once per
     threshold, each config's default gradient steps or those of ``--grid-config``, 20 evaluation episodes per
     threshold), one row per algorithm:
-    trials, gradient steps, measured member-steps/s (separate trials, and populations of each task's trials where
-    the algorithm can form one), GPU-hours of training and CPU-hours of evaluation (``--eval-costs``: ms per
+    trials, gradient steps, measured member-steps/s (separate trials, populations of each task's trials, and
+    populations of ``--merged-population`` members, where the algorithm can form one), GPU-hours of training (the
+    trials apart, each task's population, and the populations of tasks with matching sizes merged, their rates
+    linear between the measured sizes and flat beyond) and CPU-hours of evaluation (``--eval-costs``: ms per
     environment step per suite, from ``benchmarks/bench_eval_rollouts.py``)."""
     from rllib_caps.algorithms.registry import ALGORITHMS, trained_per_threshold
     from rllib_caps.envs.tasks import TASKS
+    from rllib_caps.sweeps.gpu_plan import interpolated
 
     costs = json.loads(args.eval_costs.read_text())["ms_per_step"] if args.eval_costs else None
     grid = yaml.safe_load(args.grid_config.read_text()) if args.grid_config else {}
@@ -312,14 +327,21 @@ def project_grid(args: argparse.Namespace, data: Path) -> list[dict[str, Any]]:
                                  * task.max_episode_steps for task in TASKS.values() if task.suite == suite)
                       for suite in {task.suite for task in TASKS.values()}}
         speed = measure_algorithm(name, args, data, None)
+        rates = {1: speed}
         try:
-            packed = measure_algorithm(name, args, data, trials_per_task)
+            rates[trials_per_task] = packed = measure_algorithm(name, args, data, trials_per_task)
+            rates[args.merged_population] = merged = measure_algorithm(name, args, data, args.merged_population)
         except ValueError:  # a population_blocker (CDT: its dropout; rllib_caps.core.population)
-            packed = None
+            packed = merged = None
+        populations = merged_populations(TASKS.values(), trials_per_task, MAX_MEMBERS)
+        merged_seconds = sum(grid_steps(name, task, grid) / interpolated(rates, len(members))
+                             for members in populations for task in members)
         rows.append({"algorithm": name, "trials": trials_per_task * len(TASKS), "gradient_steps": steps,
                      "steps_per_s": speed, "population": trials_per_task, "population_member_steps_per_s": packed,
+                     "merged_population": args.merged_population, "merged_member_steps_per_s": merged,
                      "train_gpu_hours": steps / speed / 3600,
                      "train_gpu_hours_packed": None if packed is None else steps / packed / 3600,
+                     "train_gpu_hours_merged": merged_seconds / 3600,
                      "eval_cpu_hours": None if costs is None else
                      sum(n * costs[suite] / 1e3 for suite, n in eval_steps.items()) / 3600})
     return rows
@@ -329,23 +351,30 @@ def print_grid(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
     """The projection per algorithm, and the grid's wall time on 1 and 4 GPUs: training GPU-hours divided over
     the GPUs, plus evaluation CPU-hours divided over ``--cpus-per-gpu`` cores per GPU (evaluation after training,
     as a trial runs today: no overlap assumed)."""
+    def cell(value: float | None, digits: int) -> str:
+        return "—" if value is None else f"{value:.{digits}f}"
+
+    merged_size = rows[0]["merged_population"] if rows else 0
     print("| algorithm | trials | gradient steps | steps/s (one trial) | population | member-steps/s (population) "
-          "| training device-h | training device-h (populations) | evaluation CPU-h |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+          f"| member-steps/s ({merged_size} members) | training device-h | training device-h (populations) "
+          "| training device-h (merged populations) | evaluation CPU-h |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        packed = "—" if r["population_member_steps_per_s"] is None else f"{r['population_member_steps_per_s']:.0f}"
-        packed_h = "—" if r["train_gpu_hours_packed"] is None else f"{r['train_gpu_hours_packed']:.2f}"
-        evals = "—" if r["eval_cpu_hours"] is None else f"{r['eval_cpu_hours']:.2f}"
         print(f"| {r['algorithm']} | {r['trials']} | {r['gradient_steps']:,} | {r['steps_per_s']:.0f} | "
-              f"{r['population']} | {packed} | {r['train_gpu_hours']:.2f} | {packed_h} | {evals} |")
+              f"{r['population']} | {cell(r['population_member_steps_per_s'], 0)} | "
+              f"{cell(r['merged_member_steps_per_s'], 0)} | {r['train_gpu_hours']:.2f} | "
+              f"{cell(r['train_gpu_hours_packed'], 2)} | {r['train_gpu_hours_merged']:.2f} | "
+              f"{cell(r['eval_cpu_hours'], 2)} |")
     train = sum(r["train_gpu_hours"] for r in rows)
     packed = sum(r["train_gpu_hours_packed"] or r["train_gpu_hours"] for r in rows)
+    merged = sum(r["train_gpu_hours_merged"] for r in rows)
     evals = sum(r["eval_cpu_hours"] or 0.0 for r in rows)
     for gpus in (1, 4):
         cores = gpus * args.cpus_per_gpu
         print(f"{gpus} GPU(s), {cores} evaluation cores: separate trials {train / gpus + evals / cores:.2f} h, "
-              f"populations {packed / gpus + evals / cores:.2f} h (training {train / gpus:.2f} / "
-              f"{packed / gpus:.2f} h + evaluation {evals / cores:.2f} h)")
+              f"populations {packed / gpus + evals / cores:.2f} h, merged populations "
+              f"{merged / gpus + evals / cores:.2f} h (training {train / gpus:.2f} / {packed / gpus:.2f} / "
+              f"{merged / gpus:.2f} h + evaluation {evals / cores:.2f} h)")
     if rows and rows[0]["eval_cpu_hours"] is None:
         print("(no --eval-costs: evaluation not included)")
 
@@ -414,6 +443,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--eval-costs", type=Path, metavar="JSON",
                    help="--project-grid: evaluation ms per environment step per suite "
                         "(benchmarks/bench_eval_rollouts.py --out)")
+    p.add_argument("--merged-population", type=int, default=32, metavar="P",
+                   help="--project-grid: also measure populations of P members, the size of the populations of "
+                        "tasks with matching observation and action sizes merged (default 32, the most a sweep "
+                        "packs)")
     p.add_argument("--cpus-per-gpu", type=int, default=16,
                    help="--project-grid: CPU cores per GPU that run evaluation rollouts (default 16)")
     p.add_argument("--figures", type=Path, metavar="JSON",
@@ -443,6 +476,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.population and min(args.population) < 1:
         print("error: --population sizes must be >= 1", file=sys.stderr)
+        return 2
+    if not 2 <= args.merged_population <= MAX_MEMBERS:
+        print(f"error: --merged-population must be 2 to {MAX_MEMBERS} (the most a sweep packs), got "
+              f"{args.merged_population}", file=sys.stderr)
         return 2
     torch.set_num_threads(args.threads)
     for flag, path in (("--eval-costs", args.eval_costs), ("--grid-config", args.grid_config)):

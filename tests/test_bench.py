@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from rllib_caps.bench import main
+from rllib_caps.bench import main, merged_populations
 
 
 def test_cpu_clock_is_refused_where_cpu_time_is_not_the_steps_time(capsys: pytest.CaptureFixture) -> None:
@@ -68,14 +68,30 @@ def test_grid_projection_counts_the_papers_trials(capsys: pytest.CaptureFixture,
     costs.write_text(json.dumps({"ms_per_step": {"bullet": 1.0, "safetygym": 2.0, "velocity": 1.0,
                                                  "metadrive": 3.0}}))
     assert main(["--project-grid", "--eval-costs", str(costs), "--steps", "1", "--repetitions", "1",
-                 "--warmup", "1", "--json"]) == 0
+                 "--warmup", "1", "--merged-population", "4", "--json"]) == 0
     rows = {row["algorithm"]: row for row in json.loads(capsys.readouterr().out)["rows"]}
     assert set(rows) == {"caps", "bc-all", "bc-safe", "bearl", "cpq", "coptidice", "cdt"}
     assert rows["caps"]["trials"] == 38 * 3 and rows["bearl"]["trials"] == 38 * 3 * 3
-    assert rows["bc-safe"]["population_member_steps_per_s"] > 0
+    assert rows["bc-safe"]["population_member_steps_per_s"] > 0 and rows["caps"]["merged_member_steps_per_s"] > 0
     assert rows["bearl"]["population_member_steps_per_s"] > 0 and rows["cpq"]["population_member_steps_per_s"] > 0
     assert rows["cdt"]["population_member_steps_per_s"] is None  # its dropout blocks a population (population_blocker)
-    assert all(row["train_gpu_hours"] > 0 and row["eval_cpu_hours"] > 0 for row in rows.values())
+    assert rows["cdt"]["merged_member_steps_per_s"] is None
+    assert rows["cdt"]["train_gpu_hours_merged"] == pytest.approx(rows["cdt"]["train_gpu_hours"])  # trials alone
+    assert all(row["train_gpu_hours"] > 0 and row["eval_cpu_hours"] > 0 and row["train_gpu_hours_merged"] > 0
+               for row in rows.values())
+
+
+def test_the_grids_populations_merge_across_tasks_of_matching_sizes_up_to_the_most_a_sweep_packs() -> None:
+    from rllib_caps.envs.tasks import TASKS
+
+    populations = merged_populations(TASKS.values(), 3, 32)
+    assert sorted(member.name for members in populations for member in members) == sorted(
+        name for name in TASKS for _ in range(3))  # every trial once
+    assert all(len({(t.obs_dim, t.act_dim) for t in members}) == 1 for members in populations)
+    metadrive = [len(members) for members in populations if members[0].suite == "metadrive"]
+    assert metadrive == [27]  # its 9 tasks share their sizes: one population of 9 x 3 members
+    assert sorted(len(m) for m in merged_populations(TASKS.values(), 9, 32) if m[0].suite == "metadrive") == [
+        27, 27, 27]  # 81 members, at most 32 each, as even as can be
 
 
 def test_missing_eval_costs_file_is_named(capsys: pytest.CaptureFixture) -> None:

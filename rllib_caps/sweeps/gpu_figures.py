@@ -115,7 +115,12 @@ def write_figures(path: str | Path, update: Mapping[str, Any]) -> None:
 
 
 def grid_figures(rows: list[Mapping[str, Any]]) -> dict[str, Any]:
-    """The figures of ``bench --project-grid``'s rows: each algorithm's steps/s alone and its population's."""
+    """The figures of ``bench --project-grid``'s rows: each algorithm's steps/s alone and its populations' (of a
+    task's trials, and of ``merged_population`` members where measured)."""
     return {"steps_per_s": {r["algorithm"]: round(r["steps_per_s"], 1) for r in rows},
-            "population": {r["algorithm"]: {str(r["population"]): round(r["population_member_steps_per_s"], 1)}
+            "population": {r["algorithm"]: {str(size): round(r[key], 1)
+                                            for size, key in ((r["population"], "population_member_steps_per_s"),
+                                                              (r.get("merged_population"),
+                                                               "merged_member_steps_per_s"))
+                                            if r.get(key) is not None}
                            for r in rows if r["population_member_steps_per_s"] is not None}}
