@@ -68,7 +68,7 @@ if part precision; then  # short CAPS runs in fp32, TF32 and bf16 from one start
         | tee "$OUT/precision.txt"
 fi
 if part grid; then
-    grid_timeout=200; [[ -n ${GRID_COMPILE:-} ]] && grid_timeout=540
+    grid_timeout=480; [[ -n ${GRID_COMPILE:-} ]] && grid_timeout=590
     timeout $grid_timeout python3 -m rllib_caps.bench --device cuda --project-grid --grid-config tune_configs/paper.yaml \
         --precision ${GRID_PRECISION:-high} ${GRID_COMPILE:+--compile} \
         --eval-costs benchmarks/eval_rollouts.json --steps ${GRID_STEPS:-256} --repetitions ${GRID_REPETITIONS:-3} \
