@@ -22,7 +22,15 @@ from rllib_caps.report import MainTable, load_trials, summarize, write_report
 from rllib_caps.report.__main__ import main as report_main
 from rllib_caps.sweeps.grid import describe_grid, grid_variants
 from rllib_caps.sweeps.options import SweepError, SweepOptions, load_config_file, resolve_options
-from rllib_caps.sweeps.plan import PLAN_FILE, new_trial_grids, sweep_plan
+from rllib_caps.sweeps.plan import (
+    LEGACY_PLAN_FILE,
+    PLAN_FILE,
+    experiment_started,
+    new_trial_grids,
+    read_plan,
+    record_plan,
+    sweep_plan,
+)
 from rllib_caps.sweeps.resources import plan_resources
 from rllib_caps.sweeps.runner import dashboard_message, run_sweep, setup_dict
 from rllib_caps.sweeps.trainable import SweepTrial
@@ -456,3 +464,20 @@ def test_a_report_without_cost_limits_keeps_the_previous_cost_limit_table(
     assert "## Cost-limit ablation" in text and "Kept from the previous report" in text
     kept = [r.getMessage() for r in caplog.records if "keeping the cost-limit evaluations" in r.getMessage()]
     assert len(kept) == 1 and str(report / "cost_limits.json") in kept[0]
+
+
+def test_the_plan_is_no_file_tunes_state_copy_rewrites_and_an_older_sweeps_json_plan_is_still_read(
+        tmp_path: Path) -> None:
+    """Tune copies the experiment directory's *.json and *.pkl back in place at each state save of a resumed run (a
+    killed driver can truncate them: sweeps/state_backup.py), so the plan is neither."""
+    assert Path(PLAN_FILE).suffix not in (".json", ".pkl")
+    options = SweepOptions.of(algos=["caps"], seeds=[0, 10], heads=[2], storage=str(tmp_path), name="sweep")
+    record_plan(options)
+    assert [p.name for p in options.experiment_dir.iterdir()] == [PLAN_FILE]
+    assert read_plan(options.experiment_dir) == sweep_plan(options)  # the YAML reads back as written
+    older = tmp_path / "older"
+    older.mkdir()
+    (older / LEGACY_PLAN_FILE).write_text(json.dumps(sweep_plan(options), indent=1))
+    assert not experiment_started(older)
+    (older / "experiment_state-2026-11-28_00-00-00.json").write_text("{}")
+    assert experiment_started(older) and read_plan(older) == sweep_plan(options)

@@ -17,13 +17,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from rllib_caps.algorithms.registry import get_algorithm
 from rllib_caps.sweeps.options import TRAINING_FLAGS, SweepError, SweepOptions, option_axes
 from rllib_caps.utils.atomic import atomic_file
 
 logger = logging.getLogger("rllib_caps.tune")
 
-PLAN_FILE = "sweep_plan.json"
+# Not a *.json or *.pkl file: Tune copies those of the experiment directory back in place on every state save of a
+# resumed run, so a driver killed during that copy would truncate the plan (sweeps/state_backup.py).
+PLAN_FILE = "sweep_plan.yaml"
+LEGACY_PLAN_FILE = "sweep_plan.json"  # where sweeps recorded their plan before, still read
 # Options that say how one command runs, not what the sweep trains or how Tune runs it: free to differ between runs.
 RUN_OPTIONS = frozenset({"resume", "address", "dashboard", "dry_run", "verify", "prepare", "cost_limits", "storage",
                          "name", "output", "log_artifacts", "gpu_figures"})
@@ -117,22 +122,26 @@ class PlanChangedError(SweepError):
 
 
 def read_plan(experiment_dir: Path) -> dict[str, Any] | None:
-    """The plan recorded in ``experiment_dir``; None where it has none (a sweep started before plans were kept)."""
-    path = experiment_dir / PLAN_FILE
-    if not path.is_file():
+    """The plan recorded in ``experiment_dir`` (``PLAN_FILE``, or an older sweep's ``LEGACY_PLAN_FILE``); None where
+    it has none (a sweep started before plans were kept)."""
+    path = next((experiment_dir / name for name in (PLAN_FILE, LEGACY_PLAN_FILE)
+                 if (experiment_dir / name).is_file()), None)
+    if path is None:
         return None
+    load = json.loads if path.name == LEGACY_PLAN_FILE else yaml.safe_load
     try:
-        plan = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as err:
+        plan = load(path.read_text())
+    except (OSError, json.JSONDecodeError, yaml.YAMLError) as err:
         raise SweepError(f"{path}: unreadable ({err}); the sweep's plan cannot be checked") from err
     if not isinstance(plan, dict):
-        raise SweepError(f"{path}: not a sweep plan (a JSON object)")
+        raise SweepError(f"{path}: not a sweep plan (a mapping of its settings)")
     return plan
 
 
 def experiment_started(experiment_dir: Path) -> bool:
     """Whether ``experiment_dir`` holds more than a plan: a sweep that started there (Tune wrote to it)."""
-    return experiment_dir.is_dir() and any(p.name != PLAN_FILE for p in experiment_dir.iterdir())
+    return experiment_dir.is_dir() and any(p.name not in (PLAN_FILE, LEGACY_PLAN_FILE)
+                                           for p in experiment_dir.iterdir())
 
 
 def check_plan(options: SweepOptions) -> None:
@@ -157,7 +166,7 @@ def record_plan(options: SweepOptions) -> None:
     check_plan(options)
     if not experiment_started(options.experiment_dir):
         with atomic_file(options.experiment_dir / PLAN_FILE) as tmp:
-            tmp.write_text(json.dumps(sweep_plan(options), indent=1) + "\n")
+            tmp.write_text(yaml.safe_dump(sweep_plan(options), sort_keys=False))
 
 
 def _algos_with(option: str, algos: list[str]) -> list[str]:
