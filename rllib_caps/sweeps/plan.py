@@ -1,4 +1,4 @@
-"""A sweep's plan: what it trains and how Tune runs it, recorded in ``STORAGE/NAME/sweep_plan.json`` when the sweep
+"""A sweep's plan: what it trains and how Tune runs it, recorded in ``STORAGE/NAME/sweep_plan.yaml`` when the sweep
 starts, and the check that a later run of the same ``--name`` (a re-run, or ``--resume``) asks for that sweep.
 
 Tune runs an experiment's trials as they were planned: ``Tuner.restore`` adds no trials, drops none, and keeps the
