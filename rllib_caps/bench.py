@@ -294,13 +294,14 @@ def grid_steps(algo: str, task: Any, grid: dict[str, Any]) -> int:
 
 def merged_populations(tasks: Iterable[Any], members_per_task: int, max_members: int) -> list[list[Any]]:
     """The populations of the grid's trials when those of tasks with the same observation and action sizes merge
-    (``sweeps.gpu_plan.mergeable_groups``' rule), a group of more than ``max_members`` split into as few populations
-    of sizes as equal as can be: one list of tasks per member."""
+    (``sweeps.gpu_plan.mergeable_groups``' rule), each group split as a sweep splits its populations
+    (``sweeps.packing.split_into_populations``): one list of tasks per member."""
+    from rllib_caps.sweeps.packing import split_into_populations
+
     groups: dict[tuple[int, int], list[Any]] = {}
     for task in tasks:
         groups.setdefault((task.obs_dim, task.act_dim), []).extend([task] * members_per_task)
-    return [list(part) for members in groups.values()
-            for part in np.array_split(np.array(members, dtype=object), -(-len(members) // max_members))]
+    return [part for members in groups.values() for part in split_into_populations(members, max_members)]
 
 
 def project_grid(args: argparse.Namespace, data: Path) -> list[dict[str, Any]]:

@@ -13,7 +13,13 @@ import torch
 from rllib_caps.report import MainTable, load_trials, summarize, write_report
 from rllib_caps.sweeps.grid import describe_grid, grid_variants
 from rllib_caps.sweeps.options import SweepError, SweepOptions, check_options
-from rllib_caps.sweeps.packing import members_that_fit, packed_variants, packs, samples_per_population
+from rllib_caps.sweeps.packing import (
+    members_that_fit,
+    packed_variants,
+    packs,
+    samples_per_population,
+    split_into_populations,
+)
 from rllib_caps.sweeps.resources import plan_resources
 from rllib_caps.sweeps.runner import run_sweep, setup_dict
 from rllib_caps.sweeps.trainable import SweepTrial
@@ -60,13 +66,13 @@ def test_packing_groups_seeds_and_kappas_and_leaves_the_other_algorithms_alone()
 
 def test_populations_are_split_to_fit_the_cpus_their_members_evaluation_runners_need() -> None:
     """With --eval-runners ≥ 1 every member brings half a trial's CPUs of EnvRunners: on 4 CPUs at 1 CPU per trial a
-    population holds at most 2·4/1 − 1 = 7 members, so BC-Safe's 9 (3 κ × 3 seeds) become populations of 7 and 2,
+    population holds at most 2·4/1 − 1 = 7 members, so BC-Safe's 9 (3 κ × 3 seeds) become populations of 5 and 4,
     and a search packs fewer samples; without evaluation runners nothing limits them."""
     options = SweepOptions(algos=["bc-safe"], seeds=[0, 10, 20], pack="on", eval_runners=1)
     assert members_that_fit(options, 4) == 7 and members_that_fit(options, None) is None
     assert members_that_fit(SweepOptions(pack="on"), 4) is None
     variants = packed_variants(grid_variants(options, options.task_specs()), options.seeds, max_members=7)
-    assert [len(v[MEMBERS]) for v in variants] == [7, 2]
+    assert [len(v[MEMBERS]) for v in variants] == [5, 4]  # as even as can be, at most 7 each
     assert [member_name(m) for v in variants for m in v[MEMBERS]][6:] == ["kappa40_seed0", "kappa40_seed10",
                                                                          "kappa40_seed20"]
     search = SweepOptions(seeds=[0, 10, 20], search="optuna", num_samples=10, pack="on", eval_runners=1)
@@ -308,3 +314,14 @@ def test_an_evaluation_during_training_rolls_out_while_the_population_trains_on(
     assert [e["dsrl"] for e in evaluations(pipelined[2])] == [e["dsrl"] for e in evaluations(in_place[1])]
     assert [e["dsrl"] for e in evaluations(pipelined[3])] == [e["dsrl"] for e in evaluations(in_place[3])]
     assert_same_weights(pipelined_weights, in_place_weights)
+
+
+def test_populations_split_as_few_and_as_even_as_they_can() -> None:
+    """One rule for the sweep's populations, the dry run's merged groups and the benchmark's projection."""
+    for members, most in [(36, 32), (81, 32), (9, 7), (5, 2), (32, 32), (1, 32)]:
+        chunks = split_into_populations(list(range(members)), most)
+        sizes = [len(chunk) for chunk in chunks]
+        assert [m for chunk in chunks for m in chunk] == list(range(members))  # every member once, in order
+        assert len(chunks) == -(-members // most) and max(sizes) <= most and max(sizes) - min(sizes) <= 1
+    assert [len(c) for c in split_into_populations(list(range(36)), 32)] == [18, 18]
+    assert split_into_populations([], 32) == []

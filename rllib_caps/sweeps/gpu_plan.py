@@ -21,7 +21,7 @@ from typing import Any
 from rllib_caps.envs import TaskSpec, get_task
 from rllib_caps.sweeps.gpu_figures import FiguresError, GpuFigures, check_device, read_figures
 from rllib_caps.sweeps.options import MAX_MEMBERS, SweepError, SweepOptions
-from rllib_caps.sweeps.packing import members_that_fit, packed_variants, packs
+from rllib_caps.sweeps.packing import members_that_fit, packed_variants, packs, split_into_populations
 from rllib_caps.sweeps.projection import MAX_SPEEDUP, TrialWork, duration_text, recorded_rates, trial_seconds
 from rllib_caps.sweeps.resources import TrialResources, plan_resources
 from rllib_caps.sweeps.trial_schema import MEMBERS
@@ -91,10 +91,10 @@ def mergeable_groups(trials: Sequence[TuneTrial]) -> list[list[TuneTrial]]:
 
 
 def merged_seconds(figures: GpuFigures, group: Sequence[TuneTrial]) -> float:
-    """GPU-seconds of a mergeable group as populations of all its members (at most ``MAX_MEMBERS`` each)."""
-    members = sum(t.members for t in group)
-    chunks = [min(MAX_MEMBERS, members - start) for start in range(0, members, MAX_MEMBERS)]
-    return sum(gpu_seconds(figures, group[0], chunk) for chunk in chunks)
+    """GPU-seconds of a mergeable group as populations of all its members (``split_into_populations``, at most
+    ``MAX_MEMBERS`` each)."""
+    members = range(sum(t.members for t in group))
+    return sum(gpu_seconds(figures, group[0], len(chunk)) for chunk in split_into_populations(members, MAX_MEMBERS))
 
 
 def describe_gpu_plan(trials: Sequence[TuneTrial], figures: GpuFigures, num_gpus: float, resources: TrialResources,

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from itertools import pairwise
+from typing import Any, TypeVar
 
 from rllib_caps.algorithms.registry import get_algorithm
 from rllib_caps.algorithms.surface import COST_LIMIT_AXIS
@@ -28,6 +29,8 @@ from rllib_caps.core.learner import forms_populations
 from rllib_caps.core.population import MEMBER_SETTINGS
 from rllib_caps.sweeps.options import MAX_MEMBERS, SweepOptions
 from rllib_caps.sweeps.trial_schema import MEMBERS, member_name
+
+T = TypeVar("T")
 
 MEMBER_AXES = MEMBER_SETTINGS & {COST_LIMIT_AXIS}  # grid axes whose values may differ inside one population
 
@@ -72,12 +75,20 @@ def packable(algo: str) -> bool:
     return forms_populations(get_algorithm(algo).config_class().get_default_learner_class())
 
 
+def split_into_populations(members: Sequence[T], max_members: int) -> list[Sequence[T]]:
+    """``members``, in order, in as few populations of at most ``max_members`` as can be, their sizes as equal as can be
+    (36 at most 32 each: 18 and 18, not 32 and 4, so that no small population leaves its GPU idle)."""
+    count = -(-len(members) // max_members)
+    bounds = [-(-len(members) * i // count) for i in range(count + 1)] if count else [0]  # the first ones larger
+    return [members[start:end] for start, end in pairwise(bounds)]
+
+
 def packed_variants(variants: Sequence[Mapping[str, Any]], seeds: Sequence[int], max_members: int | None = None
                     ) -> list[dict[str, Any]]:
     """The trial variants of a packed sweep: per (algorithm, task, axes other than κ) of an algorithm that forms
     populations, one variant whose ``members`` are its seeds (× κ), split into populations of at most
-    ``max_members``; every other trial as its own variant with its ``seed``. A population of one trial is a trial
-    alone."""
+    ``max_members`` (``split_into_populations``); every other trial as its own variant with its ``seed``. A
+    population of one trial is a trial alone."""
     groups: dict[tuple, dict[str, Any]] = {}
     alone: list[dict[str, Any]] = []
     for variant in variants:
@@ -91,9 +102,8 @@ def packed_variants(variants: Sequence[Mapping[str, Any]], seeds: Sequence[int],
     packed = []
     for group in groups.values():
         shared, members = {k: v for k, v in group.items() if k != MEMBERS}, group[MEMBERS]
-        size = max_members or len(members)
         packed += [{**shared, MEMBERS: chunk} if len(chunk) > 1 else {**shared, **chunk[0]}
-                   for chunk in (members[i:i + size] for i in range(0, len(members), size))]
+                   for chunk in split_into_populations(members, max_members or len(members))]
     return packed + alone
 
 
