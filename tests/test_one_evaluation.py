@@ -54,3 +54,61 @@ def test_evaluate_reproduces_trains_table(ray_session, tmp_path: Path, capsys: p
     assert evaluate_main(["--checkpoint", str(checkpoint), "--episodes", "1", "--json"]) == 0
     first = _json(capsys.readouterr().out)
     assert any(first["thresholds"][k]["reward"] != trained["thresholds"][k]["reward"] for k in first["thresholds"])
+
+
+def test_an_evaluation_rolls_out_the_current_weights_though_an_earlier_send_is_still_in_flight(ray_session) -> None:
+    """RLlib sends weights to evaluation EnvRunners fire-and-forget and drops a send to a runner with one still in
+    flight: a runner slow to take an earlier send (a loaded machine) would evaluate those weights. Here the runner is
+    held busy with an earlier send queued behind, the learner's weights change, and the runner is let go only once
+    the evaluation has begun (its wait for the earlier sends, or RLlib's ``on_evaluate_start`` where nothing waits):
+    it must roll out the learner's current weights."""
+    import threading
+
+    import numpy as np
+    import torch
+    from ray.rllib.callbacks.callbacks import RLlibCallback
+    from ray.util.queue import Queue
+
+    from rllib_caps.algorithms.registry import build_config
+    from rllib_caps.core.offline import WEIGHTS_SYNC_TAG
+    from rllib_caps.core.ray_internals import local_learner
+
+    config = build_config("bc-all", "BallCircle", DATA, steps=10, updates_per_iteration=10, hidden=[8], batch_size=16,
+                          eval_episodes=1, eval_runners=1)
+    algorithm = config.build_algo()
+    runners = algorithm.eval_env_runner_group
+    gate, released = Queue(), threading.Event()
+
+    def release(*_: object, **__: object) -> None:
+        if not released.is_set():
+            released.set()
+            gate.put(True)
+
+    class ReleaseAtEvaluationStart(RLlibCallback):
+        def on_evaluate_start(self, **kwargs: object) -> None:
+            release()
+
+    algorithm.callbacks.append(ReleaseAtEvaluationStart())
+    fetch_ready = runners.fetch_ready_async_reqs
+
+    def fetch_ready_releasing(*args: object, **kwargs: object):
+        if kwargs.get("tags") == WEIGHTS_SYNC_TAG and kwargs.get("timeout_seconds", 0.0) is None:
+            release()  # the evaluation waits for the earlier sends: let the runner take them
+        return fetch_ready(*args, **kwargs)
+
+    runners.fetch_ready_async_reqs = fetch_ready_releasing
+    try:
+        runners.foreach_env_runner_async(lambda runner: gate.get(), tag="held")  # the runner is busy, so this send
+        runners.sync_weights(from_worker_or_learner_group=algorithm.learner_group, inference_only=True)  # waits
+        module = local_learner(algorithm.learner_group).module["default_policy"]
+        with torch.no_grad():
+            for parameter in module.parameters():
+                parameter.add_(1.0)  # the weights the evaluation must roll out
+        algorithm.evaluate()
+        learner_weights = module.get_state(inference_only=True)
+        (runner_weights,) = runners.foreach_env_runner(lambda runner: runner.module.get_state(), local_env_runner=False)
+    finally:
+        release()
+        algorithm.stop()
+    for name, value in runner_weights.items():
+        np.testing.assert_array_equal(value, np.asarray(learner_weights[name]), err_msg=name)

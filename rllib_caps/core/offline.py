@@ -43,6 +43,7 @@ from rllib_caps.utils.manifest import verify_manifest, write_manifest
 from rllib_caps.utils.paths import resolve_local
 from rllib_caps.utils.smoke import smoke_test
 
+WEIGHTS_SYNC_TAG = "set_state"  # the tag of RLlib's sends of weights to EnvRunners (EnvRunnerGroup.sync_weights)
 CAPTURED_STEP_SETTINGS = ("auto", True, False)
 
 
@@ -346,6 +347,19 @@ class OfflineSafeAlgorithm(Algorithm):
         if self.eval_env_runner_group is not None:
             self.eval_env_runner_group.sync_weights(from_worker_or_learner_group=self.learner_group,
                                                     inference_only=True)
+
+    @override(Algorithm)
+    def evaluate(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """RLlib's evaluation, once every earlier send of weights to the evaluation EnvRunners has landed.
+
+        RLlib sends them fire-and-forget (``sync_weights``) and drops a send to a runner that still has one in flight
+        (``max_requests_in_flight_per_env_runner``, 1): a runner still taking the weights of its build or of a
+        restore (a slow start on a loaded machine) would skip the evaluation's send and roll out those instead,
+        untrained. Waiting for them first makes the evaluation's own send go out, and the runner takes it before it
+        samples (an actor runs one caller's calls in order)."""
+        if self.eval_env_runner_group is not None:
+            self.eval_env_runner_group.fetch_ready_async_reqs(tags=WEIGHTS_SYNC_TAG, timeout_seconds=None)
+        return super().evaluate(*args, **kwargs)
 
     @override(Algorithm)
     def get_module(self, module_id: str = DEFAULT_MODULE_ID) -> Any:
