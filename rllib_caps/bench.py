@@ -332,7 +332,7 @@ def project_grid(args: argparse.Namespace, data: Path) -> list[dict[str, Any]]:
         try:
             rates[trials_per_task] = packed = measure_algorithm(name, args, data, trials_per_task)
             rates[args.merged_population] = merged = measure_algorithm(name, args, data, args.merged_population)
-        except ValueError:  # a population_blocker (CDT: its dropout; rllib_caps.core.population)
+        except ValueError:  # a learner's population_blocker (rllib_caps.core.population): its trials train alone
             packed = merged = None
         populations = merged_populations(TASKS.values(), trials_per_task, MAX_MEMBERS)
         merged_seconds = sum(grid_steps(name, task, grid) / interpolated(rates, len(members))

@@ -20,7 +20,7 @@ from rllib_caps.algorithms.cdt import keys as ck
 from rllib_caps.algorithms.cdt.connector import CDTContext
 from rllib_caps.algorithms.cdt.context import ContextWindow
 from rllib_caps.algorithms.cdt.losses import CDTLossSettings, cdt_losses, cost_prediction_nll, gaussian_terms
-from rllib_caps.algorithms.cdt.nets import DecisionTransformer, TransformerSettings
+from rllib_caps.algorithms.cdt.nets import EMBEDDING_KEEP, DecisionTransformer, TransformerSettings, dropout_masks
 from rllib_caps.algorithms.cdt.policy import CDTPolicy
 from rllib_caps.algorithms.cdt.relabel import (
     AugmentationSettings,
@@ -262,33 +262,37 @@ def test_every_step_draws_windows_of_one_shape_padded_at_episode_ends(learner) -
     windows = [learner.sample_minibatch(512) for _ in range(3)]
     shapes = [{key: tuple(value.shape) for key, value in window.items()} for window in windows]
     assert shapes[0] == shapes[1] == shapes[2]
-    assert all(shape[:2] == (512, 4) for shape in shapes[0].values())
+    columns = {WINDOW_OBS, WINDOW_ACTIONS, WINDOW_COSTS, RETURNS_TO_GO, COSTS_TO_GO, TIMESTEPS, MASK}
+    assert all(shapes[0][key][:2] == (512, 4) for key in columns)
+    assert shapes[0][EMBEDDING_KEEP] == (512, 16, 16)  # and the dropout masks, B × 4L tokens × D
     assert any(bool((window[MASK] == 0).any()) for window in windows)
 
 
-def test_the_transformer_vmaps_without_dropout_and_refuses_vmapped_dropout() -> None:
-    """What keeps CDT out of populations (``CDTTorchLearner.population_blocker``): without dropout the
-    transformer runs under ``torch.func.vmap`` over stacked parameters as each member alone; OSRL's dropout draws
-    from torch's global generator, which vmap's randomness="error" refuses."""
-    def vmapped(dropout: float) -> tuple[dict, list[DecisionTransformer], dict]:
-        settings = TransformerSettings(embedding_dim=16, num_layers=1, attention_heads=2, seq_len=4, horizon=50,
-                                       dropout=dropout)
-        members = [DecisionTransformer(3, 2, settings) for _ in range(2)]
-        params, buffers = torch.func.stack_module_state(members)
-        batch = {WINDOW_OBS: torch.randn(2, 5, 4, 3), WINDOW_ACTIONS: torch.randn(2, 5, 4, 2),
-                 RETURNS_TO_GO: torch.randn(2, 5, 4), COSTS_TO_GO: torch.randn(2, 5, 4),
-                 TIMESTEPS: torch.arange(4).expand(2, 5, 4), MASK: torch.ones(2, 5, 4)}
-        run = torch.func.vmap(lambda p, b, x: torch.func.functional_call(members[0], (p, b), (x,)),
-                              randomness="error")
-        return run(params, buffers, batch), members, batch
-
-    out, members, batch = vmapped(0.0)
+def test_the_transformer_vmaps_as_its_members_alone_with_each_members_dropout_masks() -> None:
+    """What lets CDT's trials train as a population: its dropout masks come with the batch (``dropout_masks``, from
+    each member's generator), so under ``torch.func.vmap`` over stacked parameters (``randomness="error"``: no random
+    draw inside) each member computes what it computes alone with its masks; and the masks are dropout's: a tenth
+    of each is off, and different masks give a different output."""
+    settings = TransformerSettings(embedding_dim=16, num_layers=2, attention_heads=2, seq_len=4, horizon=50)
+    members = [DecisionTransformer(3, 2, settings) for _ in range(2)]
+    params, buffers = torch.func.stack_module_state(members)
+    windows = {WINDOW_OBS: torch.randn(2, 5, 4, 3), WINDOW_ACTIONS: torch.randn(2, 5, 4, 2),
+               RETURNS_TO_GO: torch.randn(2, 5, 4), COSTS_TO_GO: torch.randn(2, 5, 4),
+               TIMESTEPS: torch.arange(4).expand(2, 5, 4), MASK: torch.ones(2, 5, 4)}
+    masks = [dropout_masks(settings, 5, torch.Generator().manual_seed(seed)) for seed in (0, 1)]
+    batch = windows | {key: torch.stack([own[key] for own in masks]) for key in masks[0]}
+    run = torch.func.vmap(lambda p, b, x: torch.func.functional_call(members[0], (p, b), (x,)), randomness="error")
+    out = run(params, buffers, batch)
     for i, member in enumerate(members):
         alone = member({key: value[i] for key, value in batch.items()})
         for key, value in alone.items():
             torch.testing.assert_close(out[key][i], value, rtol=1e-5, atol=1e-6)
-    with pytest.raises(RuntimeError, match="random operation while in randomness error mode"):
-        vmapped(0.1)
+    assert len(masks[0]) == 1 + 3 * settings.num_layers
+    assert abs(float(masks[0][EMBEDDING_KEEP].float().mean()) - 0.9) < 0.02
+    first = {key: value[0] for key, value in windows.items()}
+    other = members[0](first | masks[1])[ck.ACTION_MEAN]
+    assert not torch.allclose(members[0](first | masks[0])[ck.ACTION_MEAN], other)
+    assert dropout_masks(TransformerSettings(dropout=0.0), 5, torch.Generator()) == {}
 
 
 def test_relabelled_windows_shift_returns_and_costs_to_go(learner) -> None:
@@ -298,7 +302,7 @@ def test_relabelled_windows_shift_returns_and_costs_to_go(learner) -> None:
     weights = sampler.weights
     sampler.weights = torch.zeros_like(weights)
     sampler.weights[view] = 1.0
-    window = sampler.sample(2, torch.Generator().manual_seed(0))
+    window = sampler.rows(sampler.draw_rows(2, torch.Generator().manual_seed(0)))
     sampler.weights = weights
     plain = sampler.sequences.windows(sampler.episodes[[view, view]], window[TIMESTEPS][:, 0], 4)
     valid = window[MASK]

@@ -48,13 +48,13 @@ def test_packing_groups_seeds_and_kappas_and_leaves_the_other_algorithms_alone()
     variants = packed_variants(grid_variants(options, options.task_specs()), options.seeds)
     packed = [v for v in variants if MEMBERS in v]
     assert [(v["algo"], v.get("num_heads")) for v in packed] == [("caps", 2), ("caps", 4), ("bc-safe", None),
-                                                                 ("bearl", None), ("cpq", None)]
+                                                                 ("bearl", None), ("cpq", None), ("cdt", None)]
     assert [m["seed"] for m in packed[0][MEMBERS]] == [0, 10, 20]
     assert [member_name(m) for m in packed[2][MEMBERS]][:4] == ["kappa10_seed0", "kappa10_seed10", "kappa10_seed20",
                                                                 "kappa20_seed0"]
-    assert all(len(v[MEMBERS]) == 9 and "cost_limit" not in v for v in packed[2:])  # 3 κ × 3 seeds each
-    alone = [v for v in variants if MEMBERS not in v]  # CDT's dropout: no population (population_blocker)
-    assert {v["algo"] for v in alone} == {"cdt"} and len(alone) == 3
+    assert all(len(v[MEMBERS]) == 9 and "cost_limit" not in v for v in packed[2:5])  # 3 κ × 3 seeds each
+    assert [m["seed"] for m in packed[5][MEMBERS]] == [0, 10, 20]  # CDT: κ is its deployment input, seeds only
+    assert [v for v in variants if MEMBERS not in v] == []
     # A population of one is a trial alone.
     one = packed_variants(grid_variants(SweepOptions(seeds=[3]), SweepOptions().task_specs()), [3])
     assert one == [{"algo": "caps", "task": "BallCircle", "num_heads": 2, "backbone": "iql", "actor": "shared",

@@ -51,6 +51,11 @@ MEMBERS = {  # algorithm, settings shared by the members, and each member's own 
                                                             {"seed": 10, "cost_limit": 20}]),
     "cpq-per-kappa": ("cpq", {"vae_hidden": [16, 16]}, [{"seed": 0, "cost_limit": 10}, {"seed": 0, "cost_limit": 40},
                                                         {"seed": 10, "cost_limit": 20}]),
+    # CDT at OSRL's dropout 0.1: each member's masks drawn with its windows from its generator; each member's
+    # transformer gradients clipped to their own global norm, its AdamW warmed up as a learner's (warm-up 8 steps,
+    # so the members cross it)
+    "cdt": ("cdt", {"embedding_dim": 16, "num_layers": 2, "attention_heads": 2, "seq_len": 4, "warmup_steps": 8,
+                    "grad_clip": 0.05}, [{"seed": 0}, {"seed": 10}, {"seed": 20}]),
 }
 
 
@@ -143,13 +148,17 @@ def test_only_the_hyperparameters_the_members_differ_in_become_their_tensors() -
     assert Population.of_learners([_learner("caps", s, heads=2) for s in (0, 1)]).hyperparameters == {}
 
 
-def test_cdt_whose_losses_are_pure_cannot_form_a_population_because_of_its_dropout() -> None:
-    from rllib_caps.sweeps.packing import packable
+def test_a_learner_that_declares_a_population_blocker_trains_alone() -> None:
+    """An algorithm's learner whose step cannot vmap (say, it draws from torch's global generator) declares why
+    (``population_blocker``): sweeps then keep its trials alone, and a population of it is refused by that reason."""
+    from rllib_caps.core.learner import forms_populations
 
-    cdt = {"embedding_dim": 16, "num_layers": 1, "attention_heads": 2, "seq_len": 4}
-    with pytest.raises(ValueError, match="CDTTorchLearner cannot train as a population: its transformer's dropout"):
-        Population.of_learners([_learner("cdt", 0, **cdt), _learner("cdt", 1, **cdt)])
-    assert not packable("cdt")
+    learner = _learner("bc-all", 0)
+    blocked = type("GlobalNoiseLearner", (type(learner),), {"population_blocker": "its step draws global noise"})
+    assert forms_populations(type(learner)) and not forms_populations(blocked)
+    learner.__class__ = blocked
+    with pytest.raises(ValueError, match="GlobalNoiseLearner cannot train as a population: its step draws global"):
+        Population.of_learners([learner, _learner("bc-all", 1)])
 
 
 def test_every_algorithm_that_sweeps_pack_is_shown_to_train_as_its_trials_alone() -> None:

@@ -116,6 +116,8 @@ class OfflineSafeTorchLearner(TorchLearner):
     # loss term -> module buffer: state that the pure losses update (e.g. Lagrange multipliers), returned as detached
     # terms (logged with the metrics) and written into the buffer after every step (``assign_state``)
     STATE_BUFFERS: Mapping[str, str] = {}
+    # the optimisers whose parameters ``grad_clip`` clips, together, to one global norm (None: all of them, RLlib's)
+    CLIPPED_OPTIMIZERS: Collection[str] | None = None
 
     @override(Learner)
     def configure_optimizers(self) -> None:
@@ -227,6 +229,23 @@ class OfflineSafeTorchLearner(TorchLearner):
             loss_per_module = {DEFAULT_MODULE_ID: total_loss(losses)}
             self.apply_gradients(self.postprocess_gradients(self.compute_gradients(loss_per_module)))
             return {}, loss_per_module, {}
+
+    def population_gradient_clips(self) -> list[tuple[list[str], float]]:
+        """The clip a population applies to each member's gradients, as this learner's step does: (the optimisers
+        whose parameters are clipped together, ``CLIPPED_OPTIMIZERS``, their largest global norm ``grad_clip``);
+        none without ``grad_clip``. Another ``grad_clip_by`` than the global norm is refused (ValueError)."""
+        config = self.config.get_config_for_module(DEFAULT_MODULE_ID)
+        if not config.grad_clip:
+            return []
+        if config.grad_clip_by != "global_norm":
+            raise ValueError(f"grad_clip_by={config.grad_clip_by!r}: a population clips each member's gradients by "
+                             "their global norm only")
+        names = self.CLIPPED_OPTIMIZERS or [name for name, _ in self.get_optimizers_for_module(DEFAULT_MODULE_ID)]
+        return [(list(names), config.grad_clip)]
+
+    def schedule_learning_rates(self, optimizers: Mapping[str, torch.optim.Optimizer]) -> None:
+        """Sets this step's learning rate of each of ``optimizers`` (by name) that the algorithm schedules itself
+        (none here): the learner before each of its steps, a population before its members'."""
 
     def captured_step_blockers(self) -> list[str]:
         """Why this learner's step cannot be captured as a CUDA graph (none: it can); subclasses add their own."""

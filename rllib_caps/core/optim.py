@@ -33,7 +33,28 @@ def clip_global_norm_(grads: list[torch.Tensor], max_norm: float) -> torch.Tenso
     arithmetic, bit for bit: per-tensor norms with ±inf mapped to ±``NON_FINITE_NORM`` and NaN to 0, their norm
     likewise, and the factor ``max_norm / max(norm + 1e-6, max_norm)``; as multi-tensor ops (one kernel per stage
     instead of one per tensor)."""
-    norms = [norm.nan_to_num(neginf=-NON_FINITE_NORM, posinf=NON_FINITE_NORM) for norm in foreach_norm(grads)]
-    total = torch.linalg.vector_norm(torch.stack(norms)).nan_to_num(neginf=-NON_FINITE_NORM, posinf=NON_FINITE_NORM)
-    foreach_mul_(grads, torch.clamp(max_norm / torch.clamp(total + 1e-6, min=max_norm), max=1.0))
+    total = _finite(torch.linalg.vector_norm(torch.stack([_finite(norm) for norm in foreach_norm(grads)])))
+    foreach_mul_(grads, _clip_factor(total, max_norm))
     return total
+
+
+def clip_global_norm_per_member_(grads: list[torch.Tensor], max_norm: float) -> torch.Tensor:
+    """``clip_global_norm_`` for each member of a population's stacked gradients ``(P, ...)``: member i's slices
+    scaled to its own global norm of at most ``max_norm``; returns the P norms."""
+    members = grads[0].shape[0]
+    norms = [_finite(torch.linalg.vector_norm(grad.reshape(members, -1), dim=1)) for grad in grads]
+    total = _finite(torch.linalg.vector_norm(torch.stack(norms, dim=1), dim=1))
+    factor = _clip_factor(total, max_norm)
+    for grad in grads:
+        grad.mul_(factor.view(members, *[1] * (grad.dim() - 1)))
+    return total
+
+
+def _finite(norm: torch.Tensor) -> torch.Tensor:
+    """RLlib's ``compute_global_norm`` treatment of a norm: ±inf as ±``NON_FINITE_NORM``, NaN as 0."""
+    return norm.nan_to_num(neginf=-NON_FINITE_NORM, posinf=NON_FINITE_NORM)
+
+
+def _clip_factor(total: torch.Tensor, max_norm: float) -> torch.Tensor:
+    """The scale RLlib's global-norm clip applies: max_norm / max(total + 1e-6, max_norm), at most 1."""
+    return torch.clamp(max_norm / torch.clamp(total + 1e-6, min=max_norm), max=1.0)

@@ -6,8 +6,10 @@ Each member is a full trial: its own initial weights (the member module it was b
 stream (its own generator, seeded as that trial's learner would seed it), so member i trains as it would alone,
 step for step, up to the rounding of batched against single matrix products. The members' parameters are stacked
 into one tensor per parameter, ``(P, ...)``; every member module keeps views into those stacks, so reading member
-i's module (its ``state_dict``, a checkpoint of it, a policy) always gives its current weights. Adam is elementwise,
-so one Adam over the stacks is P independent Adams; the Polyak step is one ``lerp`` over the stacked targets.
+i's module (its ``state_dict``, a checkpoint of it, a policy) always gives its current weights. Adam is elementwise
+(AdamW's decoupled weight decay too), so one Adam over the stacks is P independent Adams; the Polyak step is one
+``lerp`` over the stacked targets; a clip by global norm is not elementwise, so each member's gradients are clipped to
+their own norm.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from torch import nn
 from rllib_caps.core.captured_step import NonFiniteSkip
 from rllib_caps.core.learner import assign_state, step_engine
 from rllib_caps.core.losses import total_loss
-from rllib_caps.core.optim import adam
+from rllib_caps.core.optim import adam, clip_global_norm_per_member_
 from rllib_caps.core.precision import DEFAULT_MATMUL_PRECISION, autocast
 from rllib_caps.core.ray_internals import foreach_lerp_
 from rllib_caps.data import MinibatchDraw
@@ -84,18 +86,23 @@ class Population:
     under bf16 autocast); ``compile_backend`` (None: eager) runs the vmapped forward pass and losses (and their
     backward pass) as ``torch.compile``d programs of that backend, whose fused kernels read and write the
     ``(P, B, hidden)`` activations far fewer times than the eager ops;
-    ``optimizer_groups`` maps an optimiser's name to (member 0's parameters it steps, learning rate), as the
-    algorithm's learner registers them; ``target_pairs`` names each (online, target) submodule pair, whose targets
-    take a Polyak step with ``tau`` after every gradient step; ``state_buffers`` (loss term -> buffer name, the
+    ``optimizer_groups`` maps an optimiser's name to (member 0's parameters it steps, learning rate, AdamW's decoupled
+    weight decay or None for Adam), as the algorithm's learner registers them; ``gradient_clips`` are (optimiser
+    names, max norm): each member's gradients of those optimisers' parameters clipped to that global norm of its own
+    (``clip_global_norm_per_member_``); ``schedule_learning_rates`` sets the optimisers' rates before each step
+    (the learner's ``schedule_learning_rates``); ``target_pairs`` names each (online, target) submodule pair, whose
+    targets take a Polyak step with ``tau`` after every gradient step; ``state_buffers`` (loss term -> buffer name, the
     learner's ``STATE_BUFFERS``) are buffers that take each member's value of their loss term after every step.
     """
 
     def __init__(self, members: Sequence[nn.Module], samplers: Sequence[Sampler], loss: MemberLoss, *,
-                 optimizer_groups: Mapping[str, tuple[Sequence[nn.Parameter], float]], tau: float,
+                 optimizer_groups: Mapping[str, tuple[Sequence[nn.Parameter], float, float | None]], tau: float,
                  target_pairs: Sequence[tuple[str, str]], generators: Sequence[torch.Generator] = (),
                  hyperparameters: Mapping[str, torch.Tensor] | None = None, captured: bool = False,
                  compile_backend: str | None = None, precision: str = DEFAULT_MATMUL_PRECISION,
-                 state_buffers: Mapping[str, str] | None = None) -> None:
+                 state_buffers: Mapping[str, str] | None = None,
+                 gradient_clips: Sequence[tuple[Sequence[str], float]] = (),
+                 schedule_learning_rates: Callable[[Mapping[str, torch.optim.Optimizer]], None] | None = None) -> None:
         if len(members) != len(samplers) or not members:
             raise ValueError(f"a population needs one sampler per member, got {len(members)} members and "
                              f"{len(samplers)} samplers")
@@ -106,8 +113,11 @@ class Population:
         self._share_storage()
         names = {id(p): name for name, p in self.members[0].named_parameters()}
         self.device = device = next(iter(self.params.values())).device
-        self.optimizers = {group: adam([self.params[names[id(p)]] for p in params], lr)
-                           for group, (params, lr) in optimizer_groups.items()}
+        self.optimizers = {group: adam([self.params[names[id(p)]] for p in params], lr, weight_decay=weight_decay)
+                           for group, (params, lr, weight_decay) in optimizer_groups.items()}
+        self.gradient_clips = [([p for name in groups for p in self.optimizers[name].param_groups[0]["params"]],
+                                max_norm) for groups, max_norm in gradient_clips]
+        self.schedule_learning_rates = schedule_learning_rates
         self.non_finite = None
         if captured:  # the step replays as a CUDA graph; non-finite steps are skipped on the device
             self.non_finite = NonFiniteSkip(device)
@@ -147,7 +157,8 @@ class Population:
                                  f"{', '.join(sorted(differing))}")
         modules = [learner.module[DEFAULT_MODULE_ID].unwrapped() for learner in learners]
         names = {id(submodule): name for name, submodule in modules[0].named_modules()}
-        groups = {name: (optimizer.param_groups[0]["params"], optimizer.param_groups[0]["lr"])
+        groups = {name: (optimizer.param_groups[0]["params"], optimizer.param_groups[0]["lr"],
+                         optimizer.defaults["weight_decay"] if isinstance(optimizer, torch.optim.AdamW) else None)
                   for name, optimizer in _optimizers(first).items()}
         config = configs[0]
         return cls(modules, [functools.partial(learner.draw_minibatch, config.train_batch_size_per_learner,
@@ -161,7 +172,8 @@ class Population:
                    hyperparameters=member_hyperparameters(configs, first.device), captured=captured,
                    compile_backend=(config.torch_compile_learner_dynamo_backend if config.torch_compile_learner
                                     else None), precision=config.matmul_precision,
-                   state_buffers=first.STATE_BUFFERS)
+                   state_buffers=first.STATE_BUFFERS, gradient_clips=first.population_gradient_clips(),
+                   schedule_learning_rates=first.schedule_learning_rates)
 
     def save_optimizer_states(self, learners: Sequence[Any]) -> None:
         """Writes each member's slice of the population's Adam states into its own learner's optimisers (the
@@ -222,6 +234,10 @@ class Population:
         total_loss({name: term.sum() for name, term in losses.items()}).backward()
         if self.non_finite is not None:
             self.non_finite.check([p.grad for p in self.params.values() if p.grad is not None])
+        for params, max_norm in self.gradient_clips:
+            clip_global_norm_per_member_([p.grad for p in params if p.grad is not None], max_norm)
+        if self.schedule_learning_rates is not None:
+            self.schedule_learning_rates(self.optimizers)
         for optimizer in self.optimizers.values():
             optimizer.step()
         with torch.no_grad():

@@ -13,6 +13,7 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -128,13 +129,20 @@ class TransitionDataset:
         return self.tensors[OBS][rows[idx]]
 
 
+class Rows(Protocol):
+    """What a minibatch is gathered from: a ``TransitionDataset``'s rows, or the windows of CDT's episode sampler."""
+
+    def rows(self, index: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The columns at ``index``: ``(B, ...)`` gives one minibatch, ``(P, B, ...)`` P of them."""
+
+
 @dataclass
 class MinibatchDraw:
     """The random draws of one gradient step's minibatch: the ``rows`` of ``dataset`` it trains on and the step's
     other draws (``extras``, e.g. action noise), all from the trial's generator. ``gather`` makes the minibatch;
     ``stacked`` makes the minibatches of a population's members at once."""
 
-    dataset: TransitionDataset
+    dataset: Rows
     rows: torch.Tensor
     extras: dict[str, torch.Tensor]
 

@@ -5,10 +5,12 @@ has static shapes and no host read, so on CUDA it is captured (``captured_step``
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
+from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.learner.learner import Learner
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.utils.annotations import override
@@ -16,11 +18,12 @@ from ray.rllib.utils.torch_utils import clip_gradients
 from ray.rllib.utils.typing import ModuleID, ParamDict
 
 from rllib_caps.algorithms.cdt.losses import cdt_losses
+from rllib_caps.algorithms.cdt.nets import dropout_masks
 from rllib_caps.algorithms.cdt.relabel import episode_weights, relabel
 from rllib_caps.core.learner import OfflineSafeTorchLearner
 from rllib_caps.core.optim import clip_global_norm_
 from rllib_caps.core.ray_internals import scales_or_schedules
-from rllib_caps.data import DatasetError
+from rllib_caps.data import DatasetError, MinibatchDraw
 from rllib_caps.data.sequences import COSTS_TO_GO, MASK, RETURNS_TO_GO, EpisodeSequences
 
 logger = logging.getLogger(__name__)
@@ -41,7 +44,9 @@ def warmup_lr(current: float | torch.Tensor, step: torch.Tensor | None, lr: floa
 class EpisodeSampler:
     """The training episodes: every dataset episode and every relabelled copy (``relabel.relabel``), each a view
     (episode, return shift, cost shift) sampled with probability ∝ ``relabel.episode_weights`` of its (relabelled)
-    cost; a window starts at a uniform step of its episode (OSRL's ``SequenceDataset``)."""
+    cost; a window starts at a uniform step of its episode (OSRL's ``SequenceDataset``). It draws and gathers
+    minibatches as a ``TransitionDataset`` does its rows (``draw_rows``, ``rows``), so a ``MinibatchDraw`` of it
+    makes a trial's minibatch and a population's."""
 
     def __init__(self, sequences: EpisodeSequences, config: Any, seed: int) -> None:
         self.sequences, self.seq_len = sequences, config.seq_len
@@ -62,15 +67,21 @@ class EpisodeSampler:
         self.cost_shift = torch.as_tensor(cost_shift, dtype=torch.float32, device=device)
         self.weights = torch.as_tensor(weights, dtype=torch.float32, device=device)
 
-    def sample(self, batch_size: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
+    def draw_rows(self, batch_size: int, generator: torch.Generator) -> torch.Tensor:
+        """A step's random draws, (B, 2): each window's view and first step."""
         views = torch.multinomial(self.weights, batch_size, replacement=True, generator=generator)
-        episodes = self.episodes[views]
-        lengths = self.sequences.lengths[episodes]
+        lengths = self.sequences.lengths[self.episodes[views]]
         first = (torch.rand(batch_size, generator=generator, device=lengths.device) * lengths).long()
-        window = self.sequences.windows(episodes, torch.minimum(first, lengths - 1), self.seq_len)
+        return torch.stack([views, torch.minimum(first, lengths - 1)], dim=-1)
+
+    def rows(self, index: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The windows of ``draw_rows``' draws, of any leading shape: (B, 2) gives (B, L, ...) columns, (P, B, 2)
+        the (P, B, L, ...) columns of P minibatches."""
+        views, first = index.reshape(-1, 2).unbind(-1)
+        window = self.sequences.windows(self.episodes[views], first, self.seq_len)
         window[RETURNS_TO_GO] = window[RETURNS_TO_GO] + self.return_shift[views, None] * window[MASK]
         window[COSTS_TO_GO] = window[COSTS_TO_GO] + self.cost_shift[views, None] * window[MASK]
-        return window
+        return {key: value.reshape(*index.shape[:-1], *value.shape[1:]) for key, value in window.items()}
 
 
 class CDTTorchLearner(OfflineSafeTorchLearner):
@@ -79,13 +90,11 @@ class CDTTorchLearner(OfflineSafeTorchLearner):
     sequential steps on one forward pass.
 
     Its step runs on the device alone: windows of fixed shape (B, L), the global-norm clip as device ops
-    (``clip_global_norm_``) and, on CUDA, the warm-up's learning rate as a device tensor (``warmup_lr``)."""
+    (``clip_global_norm_``) and, on CUDA, the warm-up's learning rate as a device tensor (``warmup_lr``). Its
+    dropout masks come with the minibatch (``draw_extras``), so its trials train as populations (the population
+    clips each member's transformer gradients to their own norm and warms up its AdamW as the learner does)."""
 
-    population_blocker = ("its transformer's dropout (OSRL's 0.1 on embeddings, attention and residuals) draws "
-                          "from torch's global generator inside nn.Dropout and scaled_dot_product_attention: under "
-                          "torch.func.vmap(randomness='error') that raises 'vmap: called random operation while in "
-                          "randomness error mode', and randomness='different' would not draw member i's masks from "
-                          "trial i's generator")
+    CLIPPED_OPTIMIZERS = ("transformer",)  # OSRL clips the model, not the temperature
 
     @override(OfflineSafeTorchLearner)
     def build(self) -> None:
@@ -101,10 +110,18 @@ class CDTTorchLearner(OfflineSafeTorchLearner):
         logger.info("CDT: %d episodes and %d relabelled copies", len(sequences), self.sampler.num_relabelled)
 
     @override(OfflineSafeTorchLearner)
-    def sample_minibatch(self, batch_size: int, generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
-        """Windows of relabelled episodes (``EpisodeSampler``), not rows: CDT does not form populations
-        (``population_blocker``)."""
-        return self.sampler.sample(batch_size, self._generator if generator is None else generator)
+    def draw_minibatch(self, batch_size: int, generator: torch.Generator) -> MinibatchDraw:
+        """Windows of relabelled episodes (``EpisodeSampler``), not rows, then the step's dropout masks
+        (``draw_extras``), all from ``generator``."""
+        return MinibatchDraw(self.sampler, self.sampler.draw_rows(batch_size, generator),
+                             self.draw_extras(batch_size, generator))
+
+    @override(OfflineSafeTorchLearner)
+    def draw_extras(self, batch_size: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
+        """The transformer's dropout keep masks (``nets.dropout_masks``): drawn with the minibatch from the trial's
+        generator, so a population member draws the masks its trial alone would."""
+        module = self.module[DEFAULT_MODULE_ID].unwrapped()
+        return dropout_masks(module.transformer.settings, batch_size, generator)
 
     @override(TorchLearner)
     def configure_optimizers_for_module(self, module_id: ModuleID, config: Any = None) -> None:
@@ -117,11 +134,12 @@ class CDTTorchLearner(OfflineSafeTorchLearner):
     @override(Learner)
     def postprocess_gradients_for_module(self, *, module_id: ModuleID, config: Any = None,
                                          module_gradients_dict: ParamDict) -> ParamDict:
-        """Clips the transformer's gradients to global norm ``grad_clip`` (OSRL clips the model, not the
-        temperature) on the device (``clip_global_norm_``); RLlib's clip for the other ``grad_clip_by``."""
+        """Clips the transformer's gradients (``CLIPPED_OPTIMIZERS``) to global norm ``grad_clip`` on the device
+        (``clip_global_norm_``); RLlib's clip for the other ``grad_clip_by``."""
         if config.grad_clip:
+            (clipped,) = self.CLIPPED_OPTIMIZERS
             transformer = self.filter_param_dict_for_optimizer(module_gradients_dict,
-                                                               self.get_optimizer(module_id, "transformer"))
+                                                               self.get_optimizer(module_id, clipped))
             if config.grad_clip_by == "global_norm":
                 clip_global_norm_([g for g in transformer.values() if g is not None], config.grad_clip)
             else:
@@ -136,20 +154,25 @@ class CDTTorchLearner(OfflineSafeTorchLearner):
         configs = [self.config.get_config_for_module(module_id) for module_id in self.module.keys()]
         return scales_or_schedules(self) or any(c.grad_clip and c.grad_clip_by == "norm" for c in configs)
 
+    @override(OfflineSafeTorchLearner)
+    def schedule_learning_rates(self, optimizers: Mapping[str, torch.optim.Optimizer]) -> None:
+        """Sets the transformer's learning rate of this step, lr · min((k + 1) / warmup_steps, 1) at its k-th step
+        (OSRL's LambdaLR; k is AdamW's own step count, so a restored run continues the warm-up). On CUDA the rate is
+        a device tensor (made at the first step, and again after a restore, which gives it back as a number),
+        written from the device's step count: no host read, and a captured step replays the warm-up."""
+        config = self.config.get_config_for_module(DEFAULT_MODULE_ID)
+        optimizer = optimizers["transformer"]
+        first = optimizer.param_groups[0]["params"][0]
+        step = optimizer.state.get(first, {}).get("step")
+        for group in optimizer.param_groups:
+            if first.is_cuda and not isinstance(group["lr"], torch.Tensor):
+                group["lr"] = torch.tensor(float(group["lr"]), device=first.device)
+            group["lr"] = warmup_lr(group["lr"], step, config.lr, config.warmup_steps)
+
     @override(TorchLearner)
     def apply_gradients(self, gradients_dict: ParamDict) -> None:
-        """Sets the transformer's learning rate of this step, lr · min((k + 1) / warmup_steps, 1) at its k-th step
-        (OSRL's LambdaLR; k is AdamW's own step count, so a restored run continues the warm-up), then steps. On CUDA
-        the rate is a device tensor (made at the first step, and again after a restore, which gives it back as a
-        number), written from the device's step count: no host read, and a captured step replays the warm-up."""
-        for module_id in self.module.keys():
-            config = self.config.get_config_for_module(module_id)
-            optimizer = self.get_optimizer(module_id, "transformer")
-            step = optimizer.state.get(optimizer.param_groups[0]["params"][0], {}).get("step")
-            for group in optimizer.param_groups:
-                if self.device.type == "cuda" and not isinstance(group["lr"], torch.Tensor):
-                    group["lr"] = torch.tensor(float(group["lr"]), device=self.device)
-                group["lr"] = warmup_lr(group["lr"], step, config.lr, config.warmup_steps)
+        """The warm-up's learning rate of this step (``schedule_learning_rates``), then the step."""
+        self.schedule_learning_rates(dict(self.get_optimizers_for_module(DEFAULT_MODULE_ID)))
         super().apply_gradients(gradients_dict)
 
     @override(OfflineSafeTorchLearner)
