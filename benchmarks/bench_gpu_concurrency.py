@@ -80,7 +80,7 @@ def run(args: argparse.Namespace, data: Path) -> list[dict]:
     for n in args.concurrency:
         speeds = _processes(args, data, n, args.members)
         merged = sum(speeds) if n == 1 else _processes(args, data, 1, n * args.members)[0] if packable(args.algo) \
-            else None  # a population_blocker (CDT: its dropout; rllib_caps.core.population)
+            else None  # a learner's population_blocker (rllib_caps.core.population)
         rows.append({"processes": n, "members": args.members, "per_process_median": statistics.median(speeds),
                      "per_process_min": min(speeds), "aggregate": sum(speeds), "one_population": merged})
         together = "none (no population)" if merged is None else f"{merged:.1f}"
