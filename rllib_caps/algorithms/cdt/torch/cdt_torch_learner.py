@@ -137,14 +137,14 @@ class CDTTorchLearner(OfflineSafeTorchLearner):
         """Clips the transformer's gradients (``CLIPPED_OPTIMIZERS``) to global norm ``grad_clip`` on the device
         (``clip_global_norm_``); RLlib's clip for the other ``grad_clip_by``."""
         if config.grad_clip:
-            (clipped,) = self.CLIPPED_OPTIMIZERS
-            transformer = self.filter_param_dict_for_optimizer(module_gradients_dict,
-                                                               self.get_optimizer(module_id, clipped))
+            clipped = {ref: grad for name in self.CLIPPED_OPTIMIZERS
+                       for ref, grad in self.filter_param_dict_for_optimizer(
+                           module_gradients_dict, self.get_optimizer(module_id, name)).items()}
             if config.grad_clip_by == "global_norm":
-                clip_global_norm_([g for g in transformer.values() if g is not None], config.grad_clip)
+                clip_global_norm_([g for g in clipped.values() if g is not None], config.grad_clip)
             else:
-                clip_gradients(transformer, grad_clip=config.grad_clip, grad_clip_by=config.grad_clip_by)
-            module_gradients_dict.update(transformer)
+                clip_gradients(clipped, grad_clip=config.grad_clip, grad_clip_by=config.grad_clip_by)
+            module_gradients_dict.update(clipped)
         return module_gradients_dict
 
     @override(OfflineSafeTorchLearner)
