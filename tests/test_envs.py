@@ -17,6 +17,7 @@ import pytest
 
 from rllib_caps.envs import make_env, register_envs
 from rllib_caps.envs.tasks import TASKS, TaskSpec, get_task
+from rllib_caps.utils.smoke import SMOKE_EPISODE_STEPS, SMOKE_TEST_ENV, smoke_evaluation_env_config
 
 SEED = 3
 STEPS = 20
@@ -144,6 +145,27 @@ def test_truncates_at_dsrl_episode_length(name: str) -> None:
         assert not terminated
         assert truncated == (step == TASKS[name].max_episode_steps)
     env.close()
+
+
+def test_a_smoke_tests_evaluation_envs_time_out_after_its_step_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under ``RLLIB_CAPS_SMOKE_TEST`` an evaluation env (``make_env`` with ``smoke_evaluation_env_config``: the
+    Ray-free evaluation's, and RLlib's evaluation EnvRunners' through the config's evaluation ``env_config``) times
+    out after ``SMOKE_EPISODE_STEPS`` steps; without it, and for any other env, at the task's episode length."""
+    from rllib_caps import CAPSConfig
+
+    monkeypatch.setenv(SMOKE_TEST_ENV, "1")
+    env = make_env("BallRun", seed=SEED, **smoke_evaluation_env_config())
+    env.reset()
+    zeros = np.zeros(env.action_space.shape, dtype=env.action_space.dtype)
+    ends = [env.step(zeros)[2:4] for _ in range(SMOKE_EPISODE_STEPS)]
+    env.close()
+    assert ends == [(False, False)] * (SMOKE_EPISODE_STEPS - 1) + [(False, True)]
+    assert SMOKE_EPISODE_STEPS < TASKS["BallRun"].max_episode_steps
+    assert _time_limit(make_env("BallRun")) == TASKS["BallRun"].max_episode_steps  # training data, collection
+    evaluation = CAPSConfig().environment("BallRun").apply_smoke_test_limits().get_evaluation_config_object()
+    assert _time_limit(make_env("BallRun", **evaluation.env_config)) == SMOKE_EPISODE_STEPS
+    monkeypatch.setenv(SMOKE_TEST_ENV, "0")
+    assert smoke_evaluation_env_config() == {}
 
 
 def test_unknown_task_is_an_error() -> None:

@@ -41,7 +41,7 @@ from rllib_caps.envs import TaskSpec, get_task, register_envs
 from rllib_caps.envs.tasks import CUSTOM_SUITE, is_task_name, with_dataset_ranges
 from rllib_caps.utils.manifest import verify_manifest, write_manifest
 from rllib_caps.utils.paths import resolve_local
-from rllib_caps.utils.smoke import smoke_test
+from rllib_caps.utils.smoke import smoke_evaluation_env_config, smoke_test
 
 WEIGHTS_SYNC_TAG = "set_state"  # the tag of RLlib's sends of weights to EnvRunners (EnvRunnerGroup.sync_weights)
 CAPTURED_STEP_SETTINGS = ("auto", True, False)
@@ -227,8 +227,11 @@ class OfflineSafeConfig(ConfigHooks, AlgorithmConfig):
 
     def apply_smoke_test_limits(self) -> OfflineSafeConfig:
         """Under ``RLLIB_CAPS_SMOKE_TEST``: at most 20 gradient steps in iterations of at most 10, hidden
-        [16, 16], batches of at most 32 and 1 evaluation episode per threshold. Otherwise unchanged."""
+        [16, 16], batches of at most 32 and 1 evaluation episode per threshold, of at most
+        ``SMOKE_EPISODE_STEPS`` steps. Otherwise unchanged."""
         if smoke_test():
+            self.evaluation_config = {**(self.evaluation_config or {}),
+                                      "env_config": {**self.env_config, **smoke_evaluation_env_config()}}
             self.num_gradient_steps = min(self.num_gradient_steps, 20)
             self.updates_per_iteration = min(self.updates_per_iteration, 10)
             self.hidden = [16, 16]

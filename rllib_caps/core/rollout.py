@@ -26,7 +26,7 @@ from rllib_caps.core.extension import AlgorithmExtension, module_extension
 from rllib_caps.core.results import results_dict
 from rllib_caps.core.scoring import EpisodeOutcome, reward_range, summarize
 from rllib_caps.envs import TaskSpec, get_task, make_env
-from rllib_caps.utils.smoke import smoke_test
+from rllib_caps.utils.smoke import smoke_evaluation_env_config, smoke_test
 
 EVALUATION_SEED_OFFSET = 1_000_000  # RLlib's EnvRunner: an evaluation runner's seed is seed + worker index + 1e6
 
@@ -112,11 +112,12 @@ def evaluate_policy(policy: Any, task: TaskSpec, thresholds: Sequence[float], ep
     """``train``'s evaluation without Ray: every threshold sees the same episodes, split over ``runners`` (default:
     as ``train`` split them, ``evaluation_runners``) as ``runner_shares`` says, runner i's first from
     ``reset(seed=seed + i)`` and its others unseeded. Returns the results schema, with the extra results of the
-    policy's algorithm (its module's extension). Under ``RLLIB_CAPS_SMOKE_TEST`` one episode per threshold."""
+    policy's algorithm (its module's extension). Under ``RLLIB_CAPS_SMOKE_TEST`` one episode per threshold, of at
+    most ``SMOKE_EPISODE_STEPS`` steps."""
     episodes = 1 if smoke_test() else episodes
     shares = runner_shares(episodes, evaluation_runners(policy) if runners is None else runners)
     extension = module_extension(type(policy.module))
-    env = make_env(task)
+    env = make_env(task, **smoke_evaluation_env_config())
     summaries = []
     with tqdm(total=len(thresholds) * episodes, desc=f"evaluate {task.name}", unit="ep",
               disable=not progress) as bar:

@@ -67,8 +67,10 @@ def _make_simulator_env(task: TaskSpec, **kwargs: Any) -> gymnasium.Env:
     raise ValueError(f"task {task.name!r} has unknown suite {task.suite!r}")
 
 
-def make_env(task: str | TaskSpec, *, seed: int | None = None, **kwargs: Any) -> gymnasium.Env:
-    """Create a task's env (gymnasium 1.x API, ``info["cost"]``, TimeLimit at the task's episode length).
+def make_env(task: str | TaskSpec, *, seed: int | None = None, max_episode_steps: int | None = None,
+             **kwargs: Any) -> gymnasium.Env:
+    """Create a task's env (gymnasium 1.x API, ``info["cost"]``, TimeLimit at the task's episode length, or at
+    ``max_episode_steps`` where given: a smoke test's evaluation, ``utils.smoke``).
 
     ``task`` is a TaskSpec, short name or id. ``seed``, if given, seeds the action space and the first ``reset()``
     called without a seed. Other keyword arguments go to the simulator's constructor (a declared task's entry point
@@ -78,7 +80,7 @@ def make_env(task: str | TaskSpec, *, seed: int | None = None, **kwargs: Any) ->
     # gymnasium's Box bound check casts float64 limits to float32 and warns about a harmless overflow.
     with np.errstate(over="ignore"):
         env = _make_simulator_env(spec, **kwargs)
-    env = gymnasium.wrappers.TimeLimit(env, max_episode_steps=spec.max_episode_steps)
+    env = gymnasium.wrappers.TimeLimit(env, max_episode_steps=max_episode_steps or spec.max_episode_steps)
     if seed is not None:
         env = FirstResetSeed(env, seed)
         env.action_space.seed(seed)
