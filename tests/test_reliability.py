@@ -26,6 +26,7 @@ from rllib_caps.report import write_report
 from rllib_caps.report.__main__ import main as report_main
 from rllib_caps.report.records import load_trials
 from rllib_caps.sweeps.options import SweepError, resolve_options
+from rllib_caps.sweeps.runner import resumable
 from rllib_caps.sweeps.state_backup import BACKUP_FILE, KEPT_CHECKPOINTS, back_up_state, repair_state
 from rllib_caps.train import main as train_main
 from rllib_caps.tune import main as tune_main
@@ -251,6 +252,25 @@ def test_a_truncated_state_without_a_copy_is_named() -> None:
         (experiment / "experiment_state-2026-11-28_00-36-31.json").write_text('{"trial_data": [')
         with pytest.raises(SweepError, match="experiment_state-2026-11-28_00-36-31.json is truncated or corrupt"):
             repair_state(experiment)
+
+
+def test_a_sweep_killed_while_tune_writes_its_first_state_starts_afresh_on_resume(tmp_path: Path, caplog) -> None:
+    """A driver killed while Tune wrote its first ``tuner.pkl`` leaves it truncated with no copy (the copies start
+    with the trials). With no finished trial there is nothing to keep: ``--resume`` deletes it and starts the sweep
+    there afresh. Where trials finished, their state is never deleted: the damaged file is named instead."""
+    experiment = tmp_path / "sweep"
+    experiment.mkdir()
+    (experiment / "tuner.pkl").write_bytes(pickle.dumps({"tuner": 1})[:-2])
+    assert not resumable(experiment)
+    assert not (experiment / "tuner.pkl").exists()
+    assert "tuner.pkl: deleted" in caplog.text and "starting it there afresh" in caplog.text
+
+    finished = tmp_path / "finished"
+    shutil.copytree(REPORT_FIXTURE, finished)
+    (finished / "tuner.pkl").write_bytes(b"\x80")
+    with pytest.raises(SweepError, match="tuner.pkl is truncated or corrupt"):
+        resumable(finished)
+    assert (finished / "tuner.pkl").read_bytes() == b"\x80"
 
 
 def test_a_resumed_sweep_killed_while_tune_rewrites_its_state_resumes_from_the_last_good_copy(tmp_path: Path) -> None:

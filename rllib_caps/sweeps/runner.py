@@ -21,6 +21,7 @@ from rllib_caps.sweeps.plan import experiment_started, record_plan
 from rllib_caps.sweeps.resources import TrialResources, plan_resources
 from rllib_caps.sweeps.state_backup import (
     EXPERIMENT_STATE_PATTERN,
+    StateLostError,
     low_space_message,
     repair_state,
     state_backup,
@@ -104,6 +105,32 @@ def experiment_state_saved(path: Path) -> bool:
     return tune.Tuner.can_restore(str(path)) and any(path.glob(EXPERIMENT_STATE_PATTERN))
 
 
+def resumable(experiment_dir: Path) -> bool:
+    """``--resume``: whether ``experiment_dir`` holds a Tune experiment state to continue, put back from its last good
+    copy where a kill or a full disk damaged it (``repair_state``). False, with a warning, where the sweep was stopped
+    before Tune saved a whole state and no trial had finished: the sweep then starts there afresh, its damaged state
+    files without a copy deleted. Raises ``SweepError`` where trials finished but no state records them."""
+    finished = bool(load_trials(experiment_dir)[0])
+    try:
+        repair_state(experiment_dir)
+    except StateLostError as err:
+        if finished:
+            raise
+        for path in err.paths:
+            path.unlink()
+        lost = f"a damaged Tune state with no earlier copy ({', '.join(path.name for path in err.paths)}: deleted)"
+    else:
+        if experiment_state_saved(experiment_dir):
+            return True
+        if finished:
+            raise SweepError(f"--resume: {experiment_dir} holds finished trials but no Tune experiment state to "
+                             "resume them with")
+        lost = "no Tune experiment state"
+    logger.warning("--resume: %s holds %s (the sweep was stopped before Tune saved its state, and no trial had "
+                   "finished): starting it there afresh", experiment_dir, lost)
+    return False
+
+
 def _trial_name(trial: Any) -> str:
     return trial_name(trial.config, trial.trial_id)
 
@@ -119,16 +146,8 @@ def run_experiment(options: SweepOptions, experiment_dir: Path, param_space: dic
 
     trainable = SweepTrial
     check_experiment_dir(experiment_dir, resume)
-    if resume and not experiment_state_saved(experiment_dir):
-        if load_trials(experiment_dir)[0]:
-            raise SweepError(f"--resume: {experiment_dir} holds finished trials but no Tune experiment state to "
-                             "resume them with")
-        logger.warning("--resume: %s holds no Tune experiment state (the sweep was stopped before Tune saved any, "
-                       "and no trial had finished): starting it there afresh", experiment_dir)
-        resume = False
-    if resume:
+    if resume and resumable(experiment_dir):
         logger.info("resuming %s: finished trials are kept, unfinished and errored ones continue", experiment_dir)
-        repair_state(experiment_dir)
         tuner = tune.Tuner.restore(str(experiment_dir), trainable=trainable, resume_errored=True)
     else:
         callbacks = [SweepConsole(options.output), state_backup(experiment_dir), *tune_loggers(),
@@ -196,8 +215,6 @@ def run_sweep(options: SweepOptions) -> Path:
                                max_concurrent=options.max_concurrent)
     setup = setup_dict(options, resources)
     check_trials(options, tasks, setup)
-    if options.resume and options.experiment_dir.is_dir():
-        repair_state(options.experiment_dir)  # Tune rewrites the plan with its state: a kill can truncate it
     record_plan(options)
     logger.info("%s\n%d at a time, each %g CPU / %g GPU; results in %s", describe_grid(options, tasks, cluster_cpus),
                 resources.concurrency, resources.cpus, resources.gpus, options.experiment_dir)

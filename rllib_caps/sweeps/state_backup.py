@@ -141,12 +141,20 @@ def back_up_state(experiment_dir: Path, gone_before: frozenset[Path] = frozenset
     return frozenset(_deleted_but_kept(experiment_dir))
 
 
+class StateLostError(SweepError):
+    """Tune's state files ``paths`` are damaged and have no last good copy."""
+
+    def __init__(self, message: str, paths: list[Path]) -> None:
+        super().__init__(message)
+        self.paths = paths
+
+
 def repair_state(experiment_dir: Path) -> list[Path]:
     """Before ``--resume``: when a state file a restore reads does not load completely, puts back its last good
     copy; returns the files put back. A damaged file of a session is put back with the rest of the copy's session
     (they agree), and the files of sessions after it are deleted, so that Tune resumes from the copy. Raises
-    ``SweepError`` naming a damaged file that has no copy. Older sessions' files, which no restore reads, are left
-    as they are."""
+    ``StateLostError`` naming the damaged files that have no copy. Older sessions' files, which no restore reads,
+    are left as they are."""
     damaged = [path for path in _restore_read(experiment_dir) if _complete_state(path) is None]
     if not damaged:
         return []
@@ -158,10 +166,10 @@ def repair_state(experiment_dir: Path) -> list[Path]:
         later = [path for path in filter(_synced, experiment_dir.iterdir()) if _session(path.name) > session]
         put_back += [experiment_dir / name for name in backup if _session(name)]
     if missing := [path for path in damaged if path not in later and path.name not in backup]:
-        raise SweepError(f"--resume: {missing[0]} is truncated or corrupt (was --storage full, or the sweep killed?) "
-                         f"and there is no earlier copy ({experiment_dir / BACKUP_FILE}); finished trials keep "
-                         "their results: start a new sweep with another --name, or report them with "
-                         "`python -m rllib_caps.report`")
+        raise StateLostError(f"--resume: {missing[0]} is truncated or corrupt (was --storage full, or the sweep "
+                             f"killed?) and there is no earlier copy ({experiment_dir / BACKUP_FILE}); finished "
+                             "trials keep their results: start a new sweep with another --name, or report them "
+                             "with `python -m rllib_caps.report`", missing)
     for path in later:
         path.unlink()
     for path in put_back:
