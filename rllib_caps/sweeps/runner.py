@@ -110,11 +110,10 @@ def resumable(experiment_dir: Path) -> bool:
     copy where a kill or a full disk damaged it (``repair_state``). False, with a warning, where the sweep was stopped
     before Tune saved a whole state and no trial had finished: the sweep then starts there afresh, its damaged state
     files without a copy deleted. Raises ``SweepError`` where trials finished but no state records them."""
-    finished = bool(load_trials(experiment_dir)[0])
     try:
         repair_state(experiment_dir)
     except StateLostError as err:
-        if finished:
+        if load_trials(experiment_dir)[0]:
             raise
         for path in err.paths:
             path.unlink()
@@ -122,7 +121,7 @@ def resumable(experiment_dir: Path) -> bool:
     else:
         if experiment_state_saved(experiment_dir):
             return True
-        if finished:
+        if load_trials(experiment_dir)[0]:
             raise SweepError(f"--resume: {experiment_dir} holds finished trials but no Tune experiment state to "
                              "resume them with")
         lost = "no Tune experiment state"
