@@ -92,3 +92,49 @@ def test_the_scan_finds_private_members() -> None:
     assert [name for _, name in named_privates(source)] == [
         "_model_config_auto_includes", "_value_error", "_no_metrics_reduce", "_foreach_lerp_", "_learner"]
     assert {name for _, name in named_privates(SEAM.read_text())} >= PRIVATE - set(PUBLIC_INSTEAD)
+
+
+def test_tunes_callback_tag_counts_as_rays_own_without_importing_the_trackers() -> None:
+    """``count_tune_callbacks_by_name``: the usage tag's counts are those of Ray's own count, over built-in,
+    integration, custom and non-callbacks, and a process that records the tag imports neither W&B nor MLflow."""
+    import subprocess
+    import sys
+
+    from ray.air._internal import usage
+    from ray.air.integrations.mlflow import MLflowLoggerCallback
+    from ray.air.integrations.wandb import WandbLoggerCallback
+    from ray.tune import Callback
+    from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback, LoggerCallback
+
+    from rllib_caps.core.ray_internals import count_tune_callbacks_by_name
+
+    class Custom(Callback):
+        pass
+
+    class CustomLogger(LoggerCallback):
+        pass
+
+    class DriverWandb(WandbLoggerCallback):  # a subclass under another name is a custom logger to Ray
+        pass
+
+    callbacks = [JsonLoggerCallback(), CSVLoggerCallback(), WandbLoggerCallback(project="p"),
+                 MLflowLoggerCallback(), DriverWandb(project="p"), Custom(), Custom(), CustomLogger(), object()]
+    rays = dict(usage._count_callbacks(callbacks))
+    assert rays == {"JsonLoggerCallback": 1, "CSVLoggerCallback": 1, "WandbLoggerCallback": 1,
+                    "MLflowLoggerCallback": 1, "CustomLoggerCallback": 2, "CustomCallback": 2}
+    original = usage._count_callbacks
+    try:
+        count_tune_callbacks_by_name()
+        assert dict(usage._count_callbacks(callbacks)) == rays
+        assert dict(usage._count_callbacks(None)) == {}
+    finally:
+        usage._count_callbacks = original
+
+    tagged = subprocess.run(
+        [sys.executable, "-c",
+         "import sys\nfrom ray.air._internal import usage\nfrom ray.tune import Callback\n"
+         "from rllib_caps.core.ray_internals import count_tune_callbacks_by_name\n"
+         "count_tune_callbacks_by_name()\nprint(dict(usage._count_callbacks([Callback()])))\n"
+         "print(sorted(name for name in ('mlflow', 'wandb', 'ray.air.integrations.mlflow') if name in sys.modules))"],
+        capture_output=True, text=True, check=True, cwd=ROOT)
+    assert tagged.stdout.splitlines() == ["{'CustomCallback': 1}", "[]"], tagged.stdout + tagged.stderr

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from rllib_caps.algorithms.registry import declared, get_algorithm
+from rllib_caps.core.ray_internals import count_tune_callbacks_by_name
 from rllib_caps.core.ray_session import init_ray
 from rllib_caps.data import DatasetError
 from rllib_caps.data.validation import check_dataset
@@ -145,6 +146,7 @@ def run_experiment(options: SweepOptions, experiment_dir: Path, param_space: dic
 
     trainable = SweepTrial
     check_experiment_dir(experiment_dir, resume)
+    count_tune_callbacks_by_name()  # Tune's usage tag, without importing W&B and MLflow (ray_internals)
     if resume and resumable(experiment_dir):
         logger.info("resuming %s: finished trials are kept, unfinished and errored ones continue", experiment_dir)
         tuner = tune.Tuner.restore(str(experiment_dir), trainable=trainable, resume_errored=True)
