@@ -4,7 +4,8 @@
 episode cost (PPO-Lagrangian: the penalty is a multiplier updated after every iteration from the
 measured episode cost, `data_conversion.lagrangian`), optionally from another run's final weights (a warm
 start), and keeps frozen copies of its policy at evenly spaced points of training, optionally also on disk
-(`save_snapshot`; `load_snapshots` reads a directory of them back). A `GaussianPolicy` acts with a snapshot
+(`save_snapshot`, as data only: safetensors weights and a JSON spec; `load_snapshots` reads a directory of them
+back, running no code from it). A `GaussianPolicy` acts with a snapshot
 outside Ray, drawing every random number from a caller-supplied NumPy generator, so rollouts of the
 same snapshots are reproducible.
 
@@ -16,6 +17,7 @@ thread), which made repeated runs bit-identical on CPU here, but RLlib does not 
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import math
 import shutil
@@ -259,17 +261,23 @@ def train_snapshots(
     return TrainedPolicies(out, final_weights)
 
 
-def save_snapshot(snapshot: Snapshot, directory: Path) -> Path:
-    """Save a snapshot's RLModule (RLlib's ``save_to_path``; ``RLModule.from_checkpoint`` reloads it) and a
-    ``snapshot.json`` of its penalty, target cost and env steps, under ``directory/<label>-<steps>``."""
-    import json
-
+def snapshot_path(snapshot: Snapshot, directory: Path) -> Path:
+    """Where `save_snapshot` puts `snapshot` under `directory`: ``<penalty|target><value>-<env steps>``."""
     kind = "penalty" if snapshot.target_cost is None else "target"
     value = snapshot.penalty if snapshot.target_cost is None else snapshot.target_cost
-    path = Path(directory).absolute() / f"{kind}{value:g}-{snapshot.env_steps}"  # RLlib reads a relative one as a URI
+    return Path(directory).absolute() / f"{kind}{value:g}-{snapshot.env_steps}"
+
+
+def save_snapshot(snapshot: Snapshot, directory: Path) -> Path:
+    """Save a snapshot's RLModule as data only (``core.deployment.save_module_files``: safetensors weights and a JSON
+    spec) and a ``snapshot.json`` of its penalty, target cost and env steps, under ``directory/<label>-<steps>``."""
+    from rllib_caps.core.deployment import save_module_files
+
+    path = snapshot_path(snapshot, directory)
     partial = path.with_name(path.name + ".partial")  # renamed once complete, so a snapshot dir is never half-written
     shutil.rmtree(partial, ignore_errors=True)
-    snapshot.module.save_to_path(partial)
+    partial.mkdir(parents=True)
+    save_module_files(snapshot.module, partial)
     meta = {"penalty": snapshot.penalty, "target_cost": snapshot.target_cost, "env_steps": snapshot.env_steps}
     (partial / SNAPSHOT_META).write_text(json.dumps(meta) + "\n")
     shutil.rmtree(path, ignore_errors=True)
@@ -281,29 +289,59 @@ def load_snapshots(directory: Path) -> list[Snapshot]:
     """Every snapshot `save_snapshot` wrote under `directory`, in the collector's order: the fixed penalties, then
     the target costs, each by ascending value, then by env steps. That is the order a collection listed its
     ``--penalties`` and ``--target-costs`` in when it gave them ascending, so rolling the snapshots out again with the
-    same seed reproduces its episodes. RLlib's module files are pickles, which run code when loaded: load only
-    directories you wrote. ValueError naming the directory or file at fault."""
-    import json
+    same seed reproduces its episodes. The files are data only (weights and JSON), so loading them runs no code and
+    a directory from anyone can be read. ValueError naming the directory or file at fault."""
+    from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
 
-    from ray.rllib.core.rl_module.rl_module import RLModule
+    from rllib_caps.core.deployment import SPEC_FILE, load_module_files
 
-    directory = Path(directory).absolute()  # RLlib reads a relative path as a URI
+    directory = Path(directory).absolute()
     if not directory.is_dir():
         raise ValueError(f"{directory}: not a directory of behaviour policy snapshots")
     found: list[tuple[Path, float, int, float | None]] = []
     for meta_file in sorted(directory.glob(f"*/{SNAPSHOT_META}")):
         if meta_file.parent.name.endswith(".partial"):
             continue  # an interrupted save
-        try:
-            meta = json.loads(meta_file.read_text())
-            target = None if meta["target_cost"] is None else float(meta["target_cost"])
-            found.append((meta_file.parent, float(meta["penalty"]), int(meta["env_steps"]), target))
-        except (OSError, ValueError, TypeError, KeyError) as err:
-            raise ValueError(f"{meta_file}: not a snapshot description ({type(err).__name__}: {err})") from None
+        found.append((meta_file.parent, *_snapshot_meta(meta_file)))
+        if not (meta_file.parent / SPEC_FILE).is_file():
+            raise ValueError(f"{meta_file.parent}: no {SPEC_FILE}: a snapshot in RLlib's pickled format (an earlier "
+                             "collector's), which this one does not load, as loading a pickle runs code; collect it "
+                             "again, or convert a directory you wrote with convert_pickled_snapshots")
     if not found:
         raise ValueError(f"{directory}: holds no snapshot (no */{SNAPSHOT_META}; collect --snapshot-dir writes them)")
     found.sort(key=lambda s: (s[3] is not None, s[1] if s[3] is None else s[3], s[2]))
-    return [
-        Snapshot(penalty, steps, RLModule.from_checkpoint(path).eval(), target)
+    return [  # a file that does not fit raises CheckpointError, a ValueError naming it
+        Snapshot(penalty, steps, load_module_files(path, [DefaultPPOTorchRLModule]).eval(), target)
         for path, penalty, steps, target in found
     ]
+
+
+def _snapshot_meta(meta_file: Path) -> tuple[float, int, float | None]:
+    """A ``snapshot.json``'s penalty, env steps and target cost; ValueError naming the file if it is not one."""
+    try:
+        meta = json.loads(meta_file.read_text())
+        target = None if meta["target_cost"] is None else float(meta["target_cost"])
+        return float(meta["penalty"]), int(meta["env_steps"]), target
+    except (OSError, ValueError, TypeError, KeyError) as err:
+        raise ValueError(f"{meta_file}: not a snapshot description ({type(err).__name__}: {err})") from None
+
+
+def convert_pickled_snapshots(directory: Path) -> int:
+    """Rewrite, in place, the snapshots under ``directory`` that an earlier collector saved in RLlib's pickled format
+    (``RLModule.save_to_path``) as `save_snapshot` writes them now; returns how many. It unpickles them, which runs
+    code: only for a directory you wrote."""
+    from ray.rllib.core.rl_module.rl_module import RLModule
+
+    from rllib_caps.core.deployment import SPEC_FILE
+
+    converted = 0
+    for meta_file in sorted(Path(directory).absolute().glob(f"*/{SNAPSHOT_META}")):
+        if meta_file.parent.name.endswith(".partial") or (meta_file.parent / SPEC_FILE).is_file():
+            continue
+        penalty, steps, target = _snapshot_meta(meta_file)
+        snapshot = Snapshot(penalty, steps, RLModule.from_checkpoint(meta_file.parent).eval(), target)
+        if snapshot_path(snapshot, meta_file.parent.parent) != meta_file.parent:
+            raise ValueError(f"{meta_file.parent}: its name does not match {meta_file}")
+        save_snapshot(snapshot, meta_file.parent.parent)
+        converted += 1
+    return converted

@@ -408,8 +408,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         type=Path,
         metavar="DIR",
         help="train nothing: roll out the snapshots an earlier --snapshot-dir DIR saved (penalties, then target costs, "
-        "each ascending; with that run's --seed and --episodes-per-snapshot this reproduces its episodes). RLlib's "
-        "snapshot files are pickles: give only a directory you wrote",
+        "each ascending; with that run's --seed and --episodes-per-snapshot this reproduces its episodes). The "
+        "snapshots are weights and JSON, so reading them runs no code",
     )
     parser.add_argument(
         "--gamma", type=float, help="PPO's discount [0.99] (Swimmer needs about 0.9999); short for --ppo-config gamma=G"

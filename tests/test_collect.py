@@ -90,17 +90,20 @@ def test_dataset_cards_are_written(runs: list[Path]) -> None:
 
 
 @pytest.mark.slow
-def test_snapshots_are_saved_and_reload(runs: list[Path]) -> None:
-    from ray.rllib.core.rl_module.rl_module import RLModule
+def test_snapshots_are_saved_as_data_and_reload(runs: list[Path]) -> None:
+    from data_conversion.behavior_policies import load_snapshots
 
-    saved = sorted(p.name for p in (runs[0].parent / "snapshots").iterdir())
+    directory = runs[0].parent / "snapshots"
+    saved = sorted(p.name for p in directory.iterdir())
     assert saved == ["penalty0-200", "penalty0-400", "target5-200", "target5-400"]
-    meta = json.loads((runs[0].parent / "snapshots" / "target5-400" / "snapshot.json").read_text())
+    assert not list(directory.glob("*/*.pkl"))  # weights and JSON only: loading them runs no code
+    meta = json.loads((directory / "target5-400" / "snapshot.json").read_text())
     assert meta["target_cost"] == 5 and meta["env_steps"] == 400 and meta["penalty"] > 0
-    module = RLModule.from_checkpoint(runs[0].parent / "snapshots" / "target5-400")
-    action = GaussianPolicy(Snapshot(meta["penalty"], 400, module), TASK).act(
-        np.zeros((1, TASK.obs_dim)), [np.random.default_rng(0)], [0.0]
-    )
+    snapshots = load_snapshots(directory)
+    assert [(s.label, s.env_steps) for s in snapshots] == [("λ = 0", 200), ("λ = 0", 400), ("cost → 5", 200),
+                                                           ("cost → 5", 400)]
+    assert snapshots[3].penalty == meta["penalty"]
+    action = GaussianPolicy(snapshots[3], TASK).act(np.zeros((1, TASK.obs_dim)), [np.random.default_rng(0)], [0.0])
     assert action.shape == (1, TASK.act_dim) and np.isfinite(action).all()
 
 
@@ -108,15 +111,54 @@ def test_snapshots_are_saved_and_reload(runs: list[Path]) -> None:
 def test_a_snapshot_saves_under_a_relative_directory(
     runs: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ray.rllib.core.rl_module.rl_module import RLModule
+    from data_conversion.behavior_policies import load_snapshots, save_snapshot
 
-    from data_conversion.behavior_policies import save_snapshot
-
-    module = RLModule.from_checkpoint(runs[0].parent / "snapshots" / "penalty0-400")
+    module = load_snapshots(runs[0].parent / "snapshots")[1].module
     monkeypatch.chdir(tmp_path)
     saved = save_snapshot(Snapshot(0.0, 400, module), Path("relative"))
     assert saved == tmp_path / "relative" / "penalty0-400" and (saved / "snapshot.json").is_file()
-    assert RLModule.from_checkpoint(saved) is not None
+    assert [s.env_steps for s in load_snapshots(Path("relative"))] == [400]
+
+
+class _Touch:
+    """Unpickling it creates ``path``: a pickle that runs code."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple[object, tuple[Path]]:
+        return Path.touch, (self.path,)
+
+
+@pytest.mark.slow
+def test_a_pickled_snapshot_is_refused_unread_and_a_trusted_one_converts(runs: list[Path], tmp_path: Path) -> None:
+    """An earlier collector's snapshots are RLlib pickles: `load_snapshots` names the directory and never unpickles
+    one; `convert_pickled_snapshots` rewrites a trusted one as data, acting as before."""
+    import pickle
+
+    import torch
+
+    from data_conversion.behavior_policies import convert_pickled_snapshots, load_snapshots
+
+    meta = '{"penalty": 0.0, "target_cost": null, "env_steps": 400}'
+    poisoned, marker = tmp_path / "poisoned" / "penalty0-400", tmp_path / "ran"
+    poisoned.mkdir(parents=True)
+    for name in ("class_and_ctor_args.pkl", "module_state.pkl"):
+        (poisoned / name).write_bytes(pickle.dumps(_Touch(marker)))
+    (poisoned / "snapshot.json").write_text(meta)
+    with pytest.raises(ValueError, match=f"{poisoned}: no spec.json: a snapshot in RLlib's pickled format"):
+        load_snapshots(poisoned.parent)
+    assert not marker.exists()
+
+    module = load_snapshots(runs[0].parent / "snapshots")[1].module
+    old = tmp_path / "old"
+    module.save_to_path(old / "penalty0-400")  # RLlib's own format, as collectors before this one wrote it
+    (old / "penalty0-400" / "snapshot.json").write_text(meta)
+    assert convert_pickled_snapshots(old) == 1 and convert_pickled_snapshots(old) == 0
+    assert not list(old.glob("*/*.pkl"))
+    obs = {"obs": torch.as_tensor(np.random.default_rng(1).standard_normal((4, TASK.obs_dim)), dtype=torch.float32)}
+    again = load_snapshots(old)[0].module.forward_inference(obs)["action_dist_inputs"]
+    assert torch.equal(again, module.forward_inference(obs)["action_dist_inputs"])
 
 
 @pytest.mark.slow

@@ -57,22 +57,30 @@ def _space(spec: dict[str, Any]) -> gym.spaces.Box:
                           dtype=spec["dtype"])
 
 
-def save_policy(module: RLModule, checkpoint: Path, *, training_data: str) -> None:
-    """Writes ``checkpoint/policy/``: ``module``'s state as safetensors and its spec as JSON, with the dataset it
-    was trained on (``training_data``, recorded for the policy card). Written in place, as RLlib writes the rest of
-    the checkpoint: the manifest written after them covers both files, so a save cut short is refused on load."""
+def save_module_files(module: RLModule, directory: Path, **extra: Any) -> None:
+    """Writes ``module`` as data only: ``directory/weights.safetensors`` (every tensor of its state) and
+    ``directory/spec.json`` (its class name, spaces, ``model_config``, ``inference_only`` where it is one, and the
+    JSON fields ``extra``). Written in place; `load_module_files` reads them back without running any code."""
     spec = {"format": SPEC_FORMAT, "module_class": class_name(type(module)),
             "observation_space": _box(module.observation_space), "action_space": _box(module.action_space),
-            "model_config": dict(module.model_config), "training_data": training_data}
+            "model_config": dict(module.model_config), **extra}
+    if module.inference_only:  # absent: a full module, as every checkpoint's policy is
+        spec["inference_only"] = True
     try:
         text = json.dumps(spec, indent=1, sort_keys=True, allow_nan=True)
     except TypeError as err:
         raise CheckpointError(f"{type(module).__name__}'s model_config is not JSON ({err})") from err
     tensors = {name: value.detach().to("cpu", copy=True).contiguous() for name, value in module.state_dict().items()}
-    policy_dir = checkpoint / POLICY_DIR
-    policy_dir.mkdir(exist_ok=True)
-    save_file(tensors, str(policy_dir / WEIGHTS_FILE))
-    (policy_dir / SPEC_FILE).write_text(text + "\n")
+    directory.mkdir(exist_ok=True)
+    save_file(tensors, str(directory / WEIGHTS_FILE))
+    (directory / SPEC_FILE).write_text(text + "\n")
+
+
+def save_policy(module: RLModule, checkpoint: Path, *, training_data: str) -> None:
+    """Writes ``checkpoint/policy/`` (`save_module_files`), with the dataset the module was trained on
+    (``training_data``, recorded for the policy card). Written in place, as RLlib writes the rest of the checkpoint:
+    the manifest written after them covers both files, so a save cut short is refused on load."""
+    save_module_files(module, checkpoint / POLICY_DIR, training_data=training_data)
 
 
 def checkpoint_root(path: str | Path) -> Path:
@@ -88,9 +96,8 @@ def checkpoint_root(path: str | Path) -> Path:
     return path
 
 
-def policy_spec(path: str | Path) -> dict[str, Any]:
-    """The ``spec.json`` of the checkpoint at ``path`` (not checked against its manifest: ``load_module`` is)."""
-    spec_file = checkpoint_root(path) / POLICY_DIR / SPEC_FILE
+def read_spec(spec_file: Path) -> dict[str, Any]:
+    """The module spec `save_module_files` wrote to ``spec_file``; CheckpointError naming the file if it is not one."""
     try:
         spec = json.loads(spec_file.read_text())
     except (OSError, ValueError) as err:
@@ -100,6 +107,11 @@ def policy_spec(path: str | Path) -> dict[str, Any]:
     return spec
 
 
+def policy_spec(path: str | Path) -> dict[str, Any]:
+    """The ``spec.json`` of the checkpoint at ``path`` (not checked against its manifest: ``load_module`` is)."""
+    return read_spec(checkpoint_root(path) / POLICY_DIR / SPEC_FILE)
+
+
 def build_module(spec: RLModuleSpec) -> RLModule:
     """``spec.build()``, the keyword construction RLlib asks for, with its notice about a ``config=`` construction
     that no caller made (RLlib's own ``RLModuleConfig``, see the module's docstring) marked as given."""
@@ -107,32 +119,40 @@ def build_module(spec: RLModuleSpec) -> RLModule:
     return spec.build()
 
 
-def load_module(path: str | Path, module_classes: Sequence[type[RLModule]], *, verify: bool = True) -> RLModule:
-    """The module of the checkpoint at ``path`` on CPU, built from its ``policy/`` files as one of
-    ``module_classes`` (the spec names which), after checking the files against the checkpoint's ``manifest.json``
-    (``verify=False``: not checked, with a warning). Nothing in the files is executed."""
-    root = checkpoint_root(path)
-    verify_manifest(root, verify=verify)
-    spec = policy_spec(root)
-    spec_file = root / POLICY_DIR / SPEC_FILE
+def load_module_files(directory: Path, module_classes: Sequence[type[RLModule]]) -> RLModule:
+    """The module `save_module_files` wrote to ``directory``, on CPU, built as one of ``module_classes`` (its spec
+    names which) from the spec and the weights. Nothing in the files is executed; a file that does not fit, or weights
+    with NaN or inf, raise CheckpointError naming the file."""
+    spec_file = directory / SPEC_FILE
+    spec = read_spec(spec_file)
     known = {class_name(cls): cls for cls in module_classes}
     module_class = known.get(spec.get("module_class"))
     if module_class is None:
         raise CheckpointError(f"{spec_file}: holds a {spec.get('module_class')}, not one of {', '.join(known)}")
-    weights = spec_file.with_name(WEIGHTS_FILE)
+    weights = directory / WEIGHTS_FILE
     try:
         module = build_module(RLModuleSpec(
             module_class=module_class, observation_space=_space(spec["observation_space"]),
-            action_space=_space(spec["action_space"]), model_config=spec["model_config"]))
+            action_space=_space(spec["action_space"]), model_config=spec["model_config"],
+            inference_only=spec.get("inference_only", False)))
         module.set_state(load_file(str(weights)))
     except (OSError, SafetensorError, KeyError, TypeError, ValueError) as err:
         raise CheckpointError(f"{weights}: cannot load the module ({type(err).__name__}: {err}); if another "
-                              "release of rllib-caps saved it, retrain it with this one") from err
+                              "release of rllib-caps saved it, make it again with this one (retrain a checkpoint, "
+                              "re-collect a behaviour policy snapshot)") from err
     bad = [name for name, value in module.state_dict().items() if value.is_floating_point()
            and not torch.isfinite(value).all()]
     if bad:
         raise CheckpointError(f"{weights}: NaN or inf in {', '.join(bad[:4])}: a diverged training; refusing to act")
     return module.to("cpu")
+
+
+def load_module(path: str | Path, module_classes: Sequence[type[RLModule]], *, verify: bool = True) -> RLModule:
+    """The module of the checkpoint at ``path`` (`load_module_files` of its ``policy/``), after checking the files
+    against the checkpoint's ``manifest.json`` (``verify=False``: not checked, with a warning)."""
+    root = checkpoint_root(path)
+    verify_manifest(root, verify=verify)
+    return load_module_files(root / POLICY_DIR, module_classes)
 
 
 class DeployedPolicy:
