@@ -8,10 +8,9 @@
 #
 # NAME: CarCircle1-v5, CarCircle1-v4 and CarCircle1-v3 (Safety-Gymnasium; v5 adds PPO-Lagrangians at target
 # costs), SwimmerVelocity (velocity), easysparse and easysparse-x6 (MetaDrive; x6 rolls out easysparse's behaviour
-# policies again, 40 episodes each), easysparse-long (MetaDrive, PPO trained six times longer, so that its
-# policies drive the route), and CarCircle (Bullet, the fourth Bullet dataset of docs/paper.md's rule, recipe in
-# datasets/sources/README.md); without a NAME, the four the proxy table uses beside the Bullet ones: CarCircle1-v4,
-# SwimmerVelocity, easysparse, easysparse-x6.
+# policies again, 40 episodes each), and CarCircle (Bullet, the fourth Bullet dataset of docs/paper.md's rule,
+# recipe in datasets/sources/README.md); without a NAME, the four the proxy table uses beside the Bullet ones:
+# CarCircle1-v4, SwimmerVelocity, easysparse, easysparse-x6.
 #
 # Where a dataset's behaviour policies are committed (datasets/sources/snapshots/NAME: weights and JSON, loaded
 # without running code), they are rolled out again with the recorded seed: minutes, and the recorded file wherever
@@ -23,7 +22,7 @@
 # every step at the lowest priority with one thread.
 set -euo pipefail
 
-usage="usage: [RETRAIN=1] bash datasets/sources/proxy_suites.sh OUT_DIR [CarCircle1-v5|CarCircle1-v4|CarCircle1-v3|SwimmerVelocity|easysparse|easysparse-x6|easysparse-long|CarCircle ...]"
+usage="usage: [RETRAIN=1] bash datasets/sources/proxy_suites.sh OUT_DIR [CarCircle1-v5|CarCircle1-v4|CarCircle1-v3|SwimmerVelocity|easysparse|easysparse-x6|CarCircle ...]"
 [[ $# -ge 1 && $1 != -* ]] || { echo "$usage" >&2; exit 2; }
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 out=$(mkdir -p "$1" && cd "$1" && pwd)
@@ -45,8 +44,6 @@ training() {
       --train-steps 500000 --snapshots 5" ;;
     SwimmerVelocity) echo "SwimmerVelocity --penalties 0 --target-costs 20,40,80 --train-steps 160000 --snapshots 4" ;;
     easysparse | easysparse-x6) echo "easysparse --penalties 0 --target-costs 10,40 --train-steps 80000 --snapshots 3" ;;
-    easysparse-long) echo "easysparse --penalties 0 --target-costs 10,40 --warm-start --warm-start-steps 120000
-      --train-steps 500000 --snapshots 5 --ppo-config grad_clip=0.5" ;;
     CarCircle) echo "CarCircle" ;;
     *) echo "unknown dataset '$1'; $usage" >&2; return 2 ;;
   esac
@@ -59,7 +56,6 @@ rollout() {
     SwimmerVelocity) echo "--episodes-per-snapshot 12 --max-episodes 400 --seed 0" ;;
     easysparse) echo "--episodes-per-snapshot 6 --max-episodes 400 --seed 0" ;;
     easysparse-x6) echo "--episodes-per-snapshot 40 --max-episodes 400 --seed 0" ;;
-    easysparse-long) echo "--episodes-per-snapshot 10 --max-episodes 400 --seed 0" ;;
     CarCircle) echo "--episodes-per-snapshot 25 --max-episodes 500 --seed 0" ;;
   esac
 }
