@@ -92,6 +92,10 @@ class Snapshot:
         """Its behaviour's name on dataset cards and in logs: ``λ = 1`` or ``cost → 20``."""
         return f"λ = {self.penalty:g}" if self.target_cost is None else f"cost → {self.target_cost:g}"
 
+    def actor(self, task: TaskSpec) -> GaussianPolicy:
+        """The object that picks this snapshot's actions during rollouts."""
+        return GaussianPolicy(self, task)
+
 
 class GaussianPolicy:
     """Acts with a snapshot on a batch of observations. Row ``i`` samples the policy's diagonal Gaussian
@@ -104,7 +108,15 @@ class GaussianPolicy:
         self.high = np.asarray(task.action_high, dtype=np.float64)
 
     @torch.no_grad()
-    def act(self, obs: np.ndarray, rngs: Sequence[np.random.Generator], noise_stds: Sequence[float]) -> np.ndarray:
+    def act(
+        self,
+        obs: np.ndarray,
+        rngs: Sequence[np.random.Generator],
+        noise_stds: Sequence[float],
+        envs: Sequence[gymnasium.Env] = (),
+    ) -> np.ndarray:
+        """One action per row of `obs`; `envs`, the envs the rows come from, is not read (a learned policy acts on
+        the observation alone; `data_conversion.idm_drivers.IDMActor` reads the simulator instead)."""
         batch = {"obs": torch.as_tensor(np.asarray(obs, dtype=np.float32))}
         inputs = self.module.forward_inference(batch)["action_dist_inputs"].double().numpy()
         mean, log_std = np.split(inputs, 2, axis=1)

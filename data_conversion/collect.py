@@ -13,11 +13,14 @@ density filter over episode returns):
    `data_conversion.behavior_policies`. ``--ppo-config KEY=VALUE`` overrides PPO's settings
    (`data_conversion.ppo_settings`); with ``--warm-start`` the λ = 0 run trains first and every other
    run starts from its final weights (for ``--warm-start-steps``), so a fast policy learns to slow
-   down to its cost rather than to move under a penalty from scratch.
+   down to its cost rather than to move under a penalty from scratch. On MetaDrive, ``--idm-speeds`` adds scripted
+   behaviour policies, MetaDrive's IDM driving the ego car at each target speed, as DSRL collected its MetaDrive
+   data (`data_conversion.idm_drivers`); ``--penalties ""`` with no ``--target-costs`` trains no PPO at all.
 2. **Rollouts.** Each snapshot runs ``--episodes-per-snapshot`` full episodes: actions are sampled
    from the policy's Gaussian, plus extra Gaussian noise whose std cycles through `NOISE_LEVELS`
    over the episodes, clipped to the action bounds. Episode ``j`` of snapshot ``i`` draws all its
-   randomness (the reset seed, action samples, noise) from ``numpy.random.default_rng([seed, i, j])``.
+   randomness (the reset seed, action samples, noise) from ``numpy.random.default_rng([seed, i, j])``; the IDM
+   drivers come after the snapshots and are rolled out the same way (their own noise, then the extra noise).
    Up to `LOCKSTEP` episodes of a snapshot run side by side, one batched policy call per step.
 3. **Grid filter.** As in DSRL, the (cost return, reward return) plane is cut into ``--bins``
    cells and every cell keeps at most the same number of episodes (a random subset): the largest
@@ -55,20 +58,21 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import gymnasium
 import numpy as np
 from tqdm import tqdm
 
 from data_conversion.dsrl_format import KEYS, write_dsrl_hdf5
+from data_conversion.idm_drivers import IDMDriver, idm_drivers
 from data_conversion.ppo_settings import PPO_DEFAULTS, PPO_KEYS, parse_ppo_settings
 from rllib_caps.envs import make_env
 from rllib_caps.envs.tasks import TaskSpec, get_task
 from rllib_caps.utils.atomic import OutputExistsError, OutputNotWritableError, atomic_file, atomic_files
 
 if TYPE_CHECKING:  # torch and Ray: imported where the work starts, not for --help
-    from data_conversion.behavior_policies import GaussianPolicy, Snapshot
+    from data_conversion.behavior_policies import Snapshot
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +81,32 @@ LOCKSTEP = 16  # envs stepped together by one batched policy call (about 30 MB e
 TRAINING_DESTS = ("penalties", "target_costs", "snapshot_dir", "gamma", "ppo_config", "warm_start", "warm_start_steps",
                   "train_steps", "snapshots")  # parse_args' destinations of the flags that shape training alone
 FILTER_STREAM = 2**31 - 1  # seed-sequence entry of the grid filter's generator (no snapshot has it)
+
+
+class Actor(Protocol):
+    """Picks the actions of a batch of envs stepped together: a learned policy reads `obs`, a scripted driver the
+    simulator (`envs`); row ``i`` draws its randomness from ``rngs[i]`` only and adds ``N(0, noise_stds[i]^2)``
+    noise."""
+
+    def act(
+        self,
+        obs: np.ndarray,
+        rngs: Sequence[np.random.Generator],
+        noise_stds: Sequence[float],
+        envs: Sequence[gymnasium.Env],
+    ) -> np.ndarray: ...
+
+
+class Behaviour(Protocol):
+    """A behaviour policy of a collection: a PPO `Snapshot` or a scripted `IDMDriver`."""
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def env_steps(self) -> int: ...
+
+    def actor(self, task: TaskSpec) -> Actor: ...
 
 
 @dataclass(frozen=True)
@@ -98,7 +128,7 @@ class Episode:
 
 def rollout_episodes(
     envs: Sequence[gymnasium.Env],
-    policy: GaussianPolicy,
+    policy: Actor,
     rngs: Sequence[np.random.Generator],
     noise_stds: Sequence[float],
     seeds: Sequence[int],
@@ -111,7 +141,10 @@ def rollout_episodes(
     active = list(range(len(envs)))
     while active:
         actions = policy.act(
-            np.stack([obs[i] for i in active]), [rngs[i] for i in active], [noise_stds[i] for i in active]
+            np.stack([obs[i] for i in active]),
+            [rngs[i] for i in active],
+            [noise_stds[i] for i in active],
+            [envs[i] for i in active],
         )
         still = []
         for i, action in zip(active, actions, strict=True):
@@ -127,30 +160,29 @@ def rollout_episodes(
 
 
 def collect_episodes(
-    task: TaskSpec, snapshots: Sequence[Snapshot], episodes_per_snapshot: int, seed: int
+    task: TaskSpec, behaviours: Sequence[Behaviour], episodes_per_snapshot: int, seed: int
 ) -> list[Episode]:
-    """Roll out every snapshot `episodes_per_snapshot` times (see the module docstring, step 2)."""
-    from data_conversion.behavior_policies import GaussianPolicy, envs_side_by_side
+    """Roll out every behaviour policy `episodes_per_snapshot` times (see the module docstring, step 2)."""
+    from data_conversion.behavior_policies import envs_side_by_side
 
     envs = [make_env(task) for _ in range(envs_side_by_side(task, min(episodes_per_snapshot, LOCKSTEP)))]
     episodes: list[Episode] = []
     try:
-        with tqdm(total=len(snapshots) * episodes_per_snapshot, desc="rollouts", unit="ep") as bar:
-            for i, snapshot in enumerate(snapshots):
-                policy = GaussianPolicy(snapshot, task)
+        with tqdm(total=len(behaviours) * episodes_per_snapshot, desc="rollouts", unit="ep") as bar:
+            for i, behaviour in enumerate(behaviours):
+                policy = behaviour.actor(task)
                 for start in range(0, episodes_per_snapshot, len(envs)):
                     js = range(start, min(start + len(envs), episodes_per_snapshot))
                     noise_stds = [NOISE_LEVELS[j % len(NOISE_LEVELS)] for j in js]
                     rngs = [np.random.default_rng([seed, i, j]) for j in js]
                     seeds = [int(rng.integers(2**31)) for rng in rngs]  # each generator's first draw
                     arrays = rollout_episodes(envs[: len(js)], policy, rngs, noise_stds, seeds)
-                    episodes += [Episode(a, snapshot.label, s) for a, s in zip(arrays, seeds, strict=True)]
+                    episodes += [Episode(a, behaviour.label, s) for a, s in zip(arrays, seeds, strict=True)]
                     bar.update(len(js))
                 new = episodes[-episodes_per_snapshot:]
                 logger.info(
-                    "%s, %d steps: mean reward return %.1f, mean cost return %.1f",
-                    snapshot.label,
-                    snapshot.env_steps,
+                    "%s: mean reward return %.1f, mean cost return %.1f",
+                    f"{behaviour.label}, {behaviour.env_steps} steps" if behaviour.env_steps else behaviour.label,
                     np.mean([e.reward_return for e in new]),
                     np.mean([e.cost_return for e in new]),
                 )
@@ -313,7 +345,7 @@ def train_behaviour_policies(
 def build_dataset(
     task: TaskSpec,
     out: Path | str,
-    policies: Sequence[Snapshot],
+    policies: Sequence[Behaviour],
     *,
     episodes_per_snapshot: int,
     seed: int,
@@ -339,7 +371,7 @@ def build_dataset(
             task,
             [(episodes[i].seed, episodes[i].arrays) for i in kept],
             str(out),
-            algorithm_name=f"data_conversion.collect: {len(policies)} PPO behaviour policy snapshots "
+            algorithm_name=f"data_conversion.collect: {len(policies)} behaviour policies "
             f"({behaviours}), rolled out with noise, grid-filtered (seed {seed})",
         )
     else:
@@ -358,9 +390,17 @@ def build_dataset(
 
 
 def _floats(text: str) -> list[float]:
+    """Comma-separated non-negative numbers; an empty text is an empty list (``--penalties ""``: no PPO)."""
     values = [float(v) for v in text.split(",") if v.strip()]
-    if not values or any(v < 0 for v in values):
+    if any(v < 0 for v in values):
         raise argparse.ArgumentTypeError("expected comma-separated non-negative numbers, e.g. 0,1,5")
+    return values
+
+
+def _speeds(text: str) -> list[float]:
+    values = [float(v) for v in text.split(",") if v.strip()]
+    if not values or any(v <= 0 for v in values):
+        raise argparse.ArgumentTypeError("expected comma-separated positive speeds in km/h, e.g. 10,12,15")
     return values
 
 
@@ -393,7 +433,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--penalties",
         type=_floats,
         default="0,1,2,10",
-        help="comma-separated cost penalties λ; PPO maximises reward - λ·cost for each",
+        help='comma-separated cost penalties λ; PPO maximises reward - λ·cost for each ("" for none)',
     )
     parser.add_argument(
         "--target-costs",
@@ -401,6 +441,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=[],
         help="comma-separated target episode costs; besides the penalties, PPO-Lagrangian is trained at each "
         "(its multiplier follows the measured episode cost, data_conversion.lagrangian)",
+    )
+    parser.add_argument(
+        "--idm-speeds",
+        type=_speeds,
+        default=[],
+        metavar="KMH,...",
+        help="MetaDrive only: besides the PPO policies, MetaDrive's IDM driving the ego car at each of these target "
+        "speeds (km/h), as DSRL collected its MetaDrive data (data_conversion/idm_drivers.py); each is rolled out "
+        "--episodes-per-snapshot times",
     )
     parser.add_argument("--snapshot-dir", type=Path, help="also save every behaviour policy snapshot here (RLlib)")
     parser.add_argument(
@@ -471,6 +520,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         training = [f"--{d.replace('_', '-')}" for d in TRAINING_DESTS if getattr(args, d) != getattr(defaults, d)]
         if training:
             parser.error(f"--from-snapshots trains nothing, so {', '.join(training)} would be ignored: drop them")
+    if not (args.penalties or args.target_costs or args.from_snapshots or args.idm_speeds):
+        parser.error("nothing to collect: give --penalties, --target-costs, --from-snapshots or --idm-speeds")
     if args.warm_start_steps is not None and not args.warm_start:
         parser.error("--warm-start-steps needs --warm-start")
     if args.warm_start:
@@ -486,17 +537,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         task = get_task(args.task)
+        drivers = idm_drivers(task, args.idm_speeds)
         policies = None if args.from_snapshots is None else _load_snapshots(args.from_snapshots)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if args.dataset_format == "minari":
-        return _collect_minari(args, task, policies)
+        return _collect_minari(args, task, policies, drivers)
     plot = args.plot or args.out.with_suffix(".png")
     start = time.monotonic()
     try:  # both outputs claimed (refused if they exist without --force, or are being written) before any work
         with atomic_files(args.out, plot, force=args.force) as (out_tmp, plot_tmp):
-            summary = _build(args, task, policies, out_tmp, plot_tmp, "hdf5")
+            summary = _build(args, task, policies, drivers, out_tmp, plot_tmp, "hdf5")
     except (OutputExistsError, OutputNotWritableError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1 if isinstance(err, OutputExistsError) else 2
@@ -517,20 +569,23 @@ def _build(
     args: argparse.Namespace,
     task: TaskSpec,
     policies: list[Snapshot] | None,
+    drivers: list[IDMDriver],
     out: Path | str,
     plot: Path | None,
     dataset_format: str,
 ) -> Summary:
-    """The dataset from the command line: the behaviour policies trained (unless ``--from-snapshots`` gave
-    `policies`), then `build_dataset`."""
+    """The dataset from the command line: the PPO behaviour policies trained (unless ``--from-snapshots`` gave
+    `policies`, or there are no penalties or target costs), then the IDM `drivers`, then `build_dataset`."""
     if policies is None:
-        policies = train_behaviour_policies(
-            task, penalties=args.penalties, target_costs=args.target_costs, snapshot_dir=args.snapshot_dir,
-            ppo=args.ppo, warm_start=args.warm_start, warm_start_steps=args.warm_start_steps,
-            train_steps=args.train_steps, snapshots=args.snapshots, seed=args.seed,
-        )  # fmt: skip
-    return build_dataset(task, out, policies, episodes_per_snapshot=args.episodes_per_snapshot, seed=args.seed,
-                         bins=tuple(args.bins), max_episodes=args.max_episodes, plot=plot,
+        policies = []
+        if args.penalties or args.target_costs:
+            policies = train_behaviour_policies(
+                task, penalties=args.penalties, target_costs=args.target_costs, snapshot_dir=args.snapshot_dir,
+                ppo=args.ppo, warm_start=args.warm_start, warm_start_steps=args.warm_start_steps,
+                train_steps=args.train_steps, snapshots=args.snapshots, seed=args.seed,
+            )  # fmt: skip
+    return build_dataset(task, out, [*policies, *drivers], episodes_per_snapshot=args.episodes_per_snapshot,
+                         seed=args.seed, bins=tuple(args.bins), max_episodes=args.max_episodes, plot=plot,
                          dataset_format=dataset_format)  # fmt: skip
 
 
@@ -544,7 +599,9 @@ def _report(summary: Summary, start: float) -> None:
     )
 
 
-def _collect_minari(args: argparse.Namespace, task: TaskSpec, policies: list[Snapshot] | None) -> int:
+def _collect_minari(
+    args: argparse.Namespace, task: TaskSpec, policies: list[Snapshot] | None, drivers: list[IDMDriver]
+) -> int:
     """``main`` for ``--format minari``: the Minari dataset (and the card, with ``--plot``) claimed before any work."""
     from contextlib import ExitStack
 
@@ -556,7 +613,7 @@ def _collect_minari(args: argparse.Namespace, task: TaskSpec, policies: list[Sna
         with ExitStack() as outputs:
             plot_tmp = outputs.enter_context(atomic_files(args.plot, force=args.force))[0] if args.plot else None
             outputs.enter_context(minari_output(args.dataset_id, command="data_conversion.collect", force=args.force))
-            summary = _build(args, task, policies, args.dataset_id, plot_tmp, "minari")
+            summary = _build(args, task, policies, drivers, args.dataset_id, plot_tmp, "minari")
     except (OutputExistsError, OutputNotWritableError, DatasetError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
