@@ -15,7 +15,8 @@ density filter over episode returns):
    run starts from its final weights (for ``--warm-start-steps``), so a fast policy learns to slow
    down to its cost rather than to move under a penalty from scratch. On MetaDrive, ``--idm-speeds`` adds scripted
    behaviour policies, MetaDrive's IDM driving the ego car at each target speed, as DSRL collected its MetaDrive
-   data (`data_conversion.idm_drivers`); ``--penalties ""`` with no ``--target-costs`` trains no PPO at all.
+   data, and ``--idm-slowdowns`` IDM drivers that slow down once per episode (`data_conversion.idm_drivers`);
+   ``--penalties ""`` with no ``--target-costs`` trains no PPO at all.
 2. **Rollouts.** Each snapshot runs ``--episodes-per-snapshot`` full episodes: actions are sampled
    from the policy's Gaussian, plus extra Gaussian noise whose std cycles through `NOISE_LEVELS`
    over the episodes, clipped to the action bounds. Episode ``j`` of snapshot ``i`` draws all its
@@ -404,6 +405,18 @@ def _speeds(text: str) -> list[float]:
     return values
 
 
+def _slowdowns(text: str) -> list[tuple[float, float]]:
+    message = "expected comma-separated FAST:SLOW speeds in km/h with FAST > SLOW > 0, e.g. 20:10,30:10"
+    try:  # a ValueError: a speed is not a number, or an item has not exactly one colon
+        items = (item.split(":") for item in text.split(",") if item.strip())
+        pairs = [(float(fast), float(slow)) for fast, slow in items]
+    except ValueError:
+        raise argparse.ArgumentTypeError(message) from None
+    if not pairs or any(not fast > slow > 0 for fast, slow in pairs):
+        raise argparse.ArgumentTypeError(message)
+    return pairs
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -450,6 +463,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="MetaDrive only: besides the PPO policies, MetaDrive's IDM driving the ego car at each of these target "
         "speeds (km/h), as DSRL collected its MetaDrive data (data_conversion/idm_drivers.py); each is rolled out "
         "--episodes-per-snapshot times",
+    )
+    parser.add_argument(
+        "--idm-slowdowns",
+        type=_slowdowns,
+        default=[],
+        metavar="FAST:SLOW,...",
+        help="MetaDrive only: besides those, MetaDrive's IDM driving at FAST km/h that slows to SLOW km/h once per "
+        "episode, at a step drawn uniform over the first half of the task's step limit, so the data shows braking "
+        "from costly speeds (data_conversion/idm_drivers.py); each is rolled out --episodes-per-snapshot times",
     )
     parser.add_argument("--snapshot-dir", type=Path, help="also save every behaviour policy snapshot here (RLlib)")
     parser.add_argument(
@@ -520,8 +542,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         training = [f"--{d.replace('_', '-')}" for d in TRAINING_DESTS if getattr(args, d) != getattr(defaults, d)]
         if training:
             parser.error(f"--from-snapshots trains nothing, so {', '.join(training)} would be ignored: drop them")
-    if not (args.penalties or args.target_costs or args.from_snapshots or args.idm_speeds):
-        parser.error("nothing to collect: give --penalties, --target-costs, --from-snapshots or --idm-speeds")
+    if not (args.penalties or args.target_costs or args.from_snapshots or args.idm_speeds or args.idm_slowdowns):
+        parser.error("nothing to collect: give --penalties, --target-costs, --from-snapshots, --idm-speeds or "
+                     "--idm-slowdowns")
     if args.warm_start_steps is not None and not args.warm_start:
         parser.error("--warm-start-steps needs --warm-start")
     if args.warm_start:
@@ -537,7 +560,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         task = get_task(args.task)
-        drivers = idm_drivers(task, args.idm_speeds)
+        drivers = idm_drivers(task, args.idm_speeds, args.idm_slowdowns)
         policies = None if args.from_snapshots is None else _load_snapshots(args.from_snapshots)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)

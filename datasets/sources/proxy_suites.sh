@@ -7,9 +7,10 @@
 #   RETRAIN=1 bash datasets/sources/proxy_suites.sh OUT_DIR [NAME ...]
 #
 # NAME: CarCircle1-v5, CarCircle1-v4 and CarCircle1-v3 (Safety-Gymnasium; v5 adds PPO-Lagrangians at target
-# costs), SwimmerVelocity (velocity), easysparse, easysparse-x6 and easysparse-idm (MetaDrive; x6 rolls out
-# easysparse's behaviour policies again, 40 episodes each; idm rolls them out 20 times each beside MetaDrive's IDM
-# driving at ten target speeds, as DSRL collected its MetaDrive data), and CarCircle (Bullet, the fourth Bullet dataset of docs/paper.md's rule,
+# costs), SwimmerVelocity (velocity), easysparse, easysparse-x6, easysparse-idm and easysparse-brake (MetaDrive; x6
+# rolls out easysparse's behaviour policies again, 40 episodes each; idm rolls them out 20 times each beside
+# MetaDrive's IDM driving at ten target speeds, as DSRL collected its MetaDrive data; brake is idm plus four IDM
+# drivers that slow down once per episode), and CarCircle (Bullet, the fourth Bullet dataset of docs/paper.md's rule,
 # recipe in datasets/sources/README.md); without a NAME, the four the proxy table uses beside the Bullet ones:
 # CarCircle1-v4, SwimmerVelocity, easysparse, easysparse-x6.
 #
@@ -23,7 +24,7 @@
 # every step at the lowest priority with one thread.
 set -euo pipefail
 
-usage="usage: [RETRAIN=1] bash datasets/sources/proxy_suites.sh OUT_DIR [CarCircle1-v5|CarCircle1-v4|CarCircle1-v3|SwimmerVelocity|easysparse|easysparse-x6|easysparse-idm|CarCircle ...]"
+usage="usage: [RETRAIN=1] bash datasets/sources/proxy_suites.sh OUT_DIR [CarCircle1-v5|CarCircle1-v4|CarCircle1-v3|SwimmerVelocity|easysparse|easysparse-x6|easysparse-idm|easysparse-brake|CarCircle ...]"
 [[ $# -ge 1 && $1 != -* ]] || { echo "$usage" >&2; exit 2; }
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 out=$(mkdir -p "$1" && cd "$1" && pwd)
@@ -34,7 +35,7 @@ python=${PYTHON:-$repo/.venv/bin/python}
 committed=$repo/datasets/sources/snapshots
 
 # How each dataset's behaviour policies are trained: the task, then the collector's training flags, as
-# proxy_suites.md records them. easysparse-x6 and easysparse-idm train none of their own: they roll out easysparse's.
+# proxy_suites.md records them. easysparse-x6, -idm and -brake train none of their own: they roll out easysparse's.
 training() {
   case $1 in
     CarCircle1-v5) echo "CarCircle1 --penalties 0,0.2,0.5 --target-costs 10,20,40 --warm-start --warm-start-steps 250000
@@ -44,7 +45,7 @@ training() {
     CarCircle1-v3) echo "CarCircle1 --penalties 0,0.05,0.1,0.2,0.5 --warm-start --warm-start-steps 150000
       --train-steps 500000 --snapshots 5" ;;
     SwimmerVelocity) echo "SwimmerVelocity --penalties 0 --target-costs 20,40,80 --train-steps 160000 --snapshots 4" ;;
-    easysparse | easysparse-x6 | easysparse-idm) echo "easysparse --penalties 0 --target-costs 10,40 --train-steps 80000 --snapshots 3" ;;
+    easysparse | easysparse-x6 | easysparse-idm | easysparse-brake) echo "easysparse --penalties 0 --target-costs 10,40 --train-steps 80000 --snapshots 3" ;;
     CarCircle) echo "CarCircle" ;;
     *) echo "unknown dataset '$1'; $usage" >&2; return 2 ;;
   esac
@@ -58,6 +59,7 @@ rollout() {
     easysparse) echo "--episodes-per-snapshot 6 --max-episodes 400 --seed 0" ;;
     easysparse-x6) echo "--episodes-per-snapshot 40 --max-episodes 400 --seed 0" ;;
     easysparse-idm) echo "--idm-speeds 6,8,10,11,12,13,14,16,20,30 --episodes-per-snapshot 20 --max-episodes 400 --seed 0" ;;
+    easysparse-brake) echo "--idm-speeds 6,8,10,11,12,13,14,16,20,30 --idm-slowdowns 16:8,20:10,30:10,30:12 --episodes-per-snapshot 20 --max-episodes 480 --seed 0" ;;
     CarCircle) echo "--episodes-per-snapshot 25 --max-episodes 500 --seed 0" ;;
   esac
 }
