@@ -195,3 +195,15 @@ def test_evaluate_cli_switches_with_fqe_critics_of_a_trained_checkpoint(ray_sess
     assert "datasets/BallCircle" in capsys.readouterr().err
     assert evaluate_main(["--checkpoint", "ckpt", "--critic", "fqe-reward", "--head", "0", "--data", str(BUNDLED)]) == 2
     assert "--head acts with one head" in capsys.readouterr().err
+    # The rule's cost critic refit at its own expectile, then calibrated: its shift is the new critic's.
+    refit = tmp_path / "results" / "refit.json"
+    assert evaluate_main(["--checkpoint", "ckpt", "--rule-cost-expectile", "0.1", "--calibrate-cost", "pessimism",
+                          "--data", str(BUNDLED), "--thresholds", "20", "--out", str(refit)]) == 0
+    saved = json.loads(refit.read_text())
+    assert saved["rule_cost_expectile"] == 0.1 and saved["cost_shift"] >= 0.0 and "20" in saved["thresholds"]
+    for bad, says in ((["--rule-cost-expectile", "0.1"], "give --calibrate-cost"),
+                      (["--rule-cost-expectile", "1.5", "--calibrate-cost", "pessimism"], "must be in (0, 1)"),
+                      (["--rule-cost-expectile", "0.1", "--calibrate-cost", "pessimism", "--head", "1"],
+                       "leave out --rule-cost-expectile")):
+        assert evaluate_main(["--checkpoint", "ckpt", "--data", str(BUNDLED), *bad]) == 2
+        assert says in capsys.readouterr().err

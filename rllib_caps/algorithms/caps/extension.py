@@ -1,7 +1,7 @@
 """CAPS's hooks in the generic layers (``core.extension.AlgorithmExtension``): its critic variants (the paper's FQE
 ablation) after a sweep trial trains; its evaluation metrics (the heads' usage, Q^c at an episode's first step
 against the discounted cost the episode then incurred); the evaluate CLI's ``--head``, ``--critic``, ``--fqe-*``,
-``--calibration`` and ``--calibrate-cost``; and the report's cost-critic calibration section.
+``--calibration``, ``--calibrate-cost`` and ``--rule-cost-expectile``; and the report's cost-critic calibration section.
 
 Imports here stay light (the evaluate CLI's ``--help`` builds its parser from this class); the policy, FQE and
 the dataset are imported where a hook needs them."""
@@ -71,12 +71,19 @@ class CAPSExtension(AlgorithmExtension):
                                  "Q^r; a head is feasible when acting with it once and with the cost head after fits "
                                  "the budget, by the cost head's FQE Q̂^c); several are evaluated on the same episodes "
                                  "and share one FQE fit [offline]")
-        parser.add_argument("--data", help="converted dataset FQE and the cost calibration read "
-                                           "[datasets/<the checkpoint's task>]")
+        parser.add_argument("--rule-cost-expectile", type=float, metavar="TAU",
+                            help="before acting, refit the cost critic the switching rule reads on the dataset "
+                                 "(--data) by IQL at V^c expectile TAU (< 0.7, the trained one: costlier "
+                                 "continuations), the heads unchanged; needs --calibrate-cost, as the checkpoint's "
+                                 "shift was fitted for its own critic (docs/paper.md, 'A cost critic for the rule "
+                                 "alone')")
+        parser.add_argument("--data", help="converted dataset FQE, the rule's refit cost critic and the cost "
+                                           "calibration read [datasets/<the checkpoint's task>]")
         parser.add_argument("--fqe-steps", type=int, default=FQESettings.steps,
-                            help=f"FQE gradient steps [{FQESettings.steps}]")
+                            help=f"gradient steps of a critic fitted after training (FQE, --rule-cost-expectile) "
+                                 f"[{FQESettings.steps}]")
         parser.add_argument("--fqe-batch-size", type=int, default=FQESettings.batch_size,
-                            help=f"FQE batch size [{FQESettings.batch_size}]")
+                            help=f"batch size of a critic fitted after training [{FQESettings.batch_size}]")
         parser.add_argument("--calibration", metavar="PNG",
                             help="also compare the policy's cost critic Q^c(s, a) with the discounted cost-to-go the "
                                  "dataset (--data) realised: bias (> 0: pessimistic), centred RMSE and correlation in "
@@ -110,7 +117,16 @@ class CAPSExtension(AlgorithmExtension):
             raise ValueError(f"--head {args.head}: the checkpoint has heads 0 to {policy.num_heads - 1}")
         if args.head is not None and critics != ["offline"]:
             raise ValueError("--head acts with one head, no critic is read: leave out --critic")
+        if args.rule_cost_expectile is not None:
+            if args.head is not None:
+                raise ValueError("--head acts with one head, no critic is read: leave out --rule-cost-expectile")
+            if args.calibrate_cost is None:
+                raise ValueError("--rule-cost-expectile refits the cost critic, and the checkpoint's Q^c shift was "
+                                 "fitted for the old one: give --calibrate-cost (pessimism is training's default)")
+            if not 0.0 < args.rule_cost_expectile < 1.0:
+                raise ValueError(f"--rule-cost-expectile must be in (0, 1), got {args.rule_cost_expectile}")
         uses = [use for use, asked in (("FQE", critics != ["offline"]),
+                                       ("the rule's cost critic", args.rule_cost_expectile is not None),
                                        ("the cost calibration", args.calibrate_cost not in (None, "none")),
                                        ("the calibration diagnostics", args.calibration)) if asked]
         if not uses:
@@ -137,6 +153,13 @@ class CAPSExtension(AlgorithmExtension):
 
         critics = _critics(args)
         columns = None if prepared is None else prepared.numpy_columns()
+        settings = FQESettings(steps=args.fqe_steps, batch_size=args.fqe_batch_size)
+        if args.rule_cost_expectile is not None:
+            from rllib_caps.algorithms.caps.rule_critic import refit_rule_cost_critic
+
+            logger.info("refitting the rule's cost critic at expectile %g (%d steps)", args.rule_cost_expectile,
+                        settings.steps)
+            refit_rule_cost_critic(policy.module, prepared, args.rule_cost_expectile, settings)
         if args.calibrate_cost is not None:
             calibrate_cost_critic(policy, columns, args.calibrate_cost)
         logger.info("the switching rule reads Q^c − %.4g (cost calibration)", policy.cost_shift)
@@ -144,12 +167,13 @@ class CAPSExtension(AlgorithmExtension):
             results = {"offline": evaluate_policy(policy.with_head(args.head), task, thresholds, args.episodes,
                                                   seed=seed)}
         else:
-            settings = FQESettings(steps=args.fqe_steps, batch_size=args.fqe_batch_size)
             results = policy.evaluate_critics(prepared, task, thresholds, args.episodes, critics, settings, seed=seed)
         if "offline" in results:  # the shift of the policy's own Q^c (and its per-step table, where it has one)
             step_shifts = policy.cost_step_shifts.tolist()
             results["offline"] = {**results["offline"], "cost_shift": policy.cost_shift,
-                                  **({"cost_step_shifts": step_shifts} if any(step_shifts) else {})}
+                                  **({"cost_step_shifts": step_shifts} if any(step_shifts) else {}),
+                                  **({"rule_cost_expectile": args.rule_cost_expectile}
+                                     if args.rule_cost_expectile is not None else {})}
         output = dict(results[critics[0]] if len(critics) == 1 else results)
         tables = [format_results_table(r, title=task.name + ("" if critic == "offline" else f" ({critic} critics)"))
                   for critic, r in results.items()]

@@ -1,0 +1,91 @@
+"""The switching rule's cost critic refitted after training at an expectile of its own (docs/paper.md, "A cost
+critic for the rule alone"). Pure torch: no Ray import.
+
+IQL's critics never read the actor: V^c is an expectile of Q^c at the dataset's actions and Q^c regresses onto
+``c + γ_c V^c(s')`` (Eq. 9), so a cost pair fitted after training at expectile τ is the pair that training beside
+the heads at τ would give, while the heads keep the advantages of the trained τ_c. That separates the two uses of
+V^c that one τ_c serves in training: the cost head's advantage weights (Eq. 8) and the rule's feasibility check.
+A low τ makes V^c an upper expectile of the cost-to-go (the costlier continuations the data show after an action);
+the calibration (``calibration``) then removes the level this adds on the dataset, so what changes is where Q^c
+is high.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import torch
+from torch import nn
+from tqdm import tqdm
+
+from rllib_caps.algorithms.caps.critic_variants import FQESettings
+from rllib_caps.algorithms.caps.fqe import CriticInput
+from rllib_caps.algorithms.caps.shared_losses import cost_signal
+from rllib_caps.core.losses import critic_pair_losses, polyak_update
+from rllib_caps.core.nets import TwinQ, mlp
+from rllib_caps.core.optim import adam
+from rllib_caps.core.time_limit import episode_ends
+from rllib_caps.data import TransitionDataset
+from rllib_caps.data.schema import ACTIONS, COSTS, NEXT_OBS, OBS, T
+
+
+def fit_cost_critic(critic_input: CriticInput, dataset: TransitionDataset, *, hidden: list[int], cost_gamma: float,
+                    time_limit: str, expectile: float, maximize: bool, settings: FQESettings,
+                    progress: bool = True) -> TwinQ:
+    """A twin Q^c fitted by IQL (``core.losses.critic_pair_losses``, with Polyak targets) on ``dataset`` at V^c
+    expectile ``expectile``: trained on −c where ``maximize`` (the authors' code), else on +c; ``critic_input(obs,
+    step)`` builds the critics' state input and ``time_limit`` decides where the bootstrap stops, as for the offline
+    critics. The networks start from ``settings.seed``, and the global generator is left as it was."""
+    if not 0.0 < expectile < 1.0:
+        raise ValueError(f"the rule's cost expectile must be in (0, 1), got {expectile}")
+    settings = settings.limited()
+    tensors = dataset.tensors
+    device = tensors[OBS].device
+    critic_obs_dim = critic_input(tensors[OBS][:1].float(), tensors[T][:1]).shape[-1]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(settings.seed)
+        q = TwinQ(critic_obs_dim, tensors[ACTIONS].shape[-1], hidden).to(device)
+        value = mlp(critic_obs_dim, hidden, 1).to(device)
+    target = copy.deepcopy(q).requires_grad_(False)
+    optimizer = adam([*q.parameters(), *value.parameters()], settings.lr)
+    generator = torch.Generator(device=device).manual_seed(settings.seed)
+    for _ in tqdm(range(settings.steps), desc=f"Q^c at expectile {expectile:g}", unit="step",
+                  disable=not progress, mininterval=1.0):
+        idx = torch.randint(len(dataset), (settings.batch_size,), generator=generator, device=device)
+        batch = {name: t[idx] for name, t in tensors.items()}
+        x = critic_input(batch[OBS].float(), batch[T])
+        actions = batch[ACTIONS].float()
+        q1, q2 = q(x, actions)
+        with torch.no_grad():
+            q1_target, q2_target = target(x, actions)
+            v_next = value(critic_input(batch[NEXT_OBS].float(), batch[T] + 1)).squeeze(-1)
+        losses = critic_pair_losses(
+            q1=q1, q2=q2, q1_target=q1_target, q2_target=q2_target, v=value(x).squeeze(-1), v_next=v_next,
+            signal=cost_signal(batch[COSTS].float(), maximize), terminateds=episode_ends(batch, time_limit),
+            gamma=cost_gamma, expectile=expectile, maximize=maximize)
+        loss = losses.q_loss + losses.v_loss
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        polyak_update(q, target, settings.tau)
+    if not math.isfinite(loss.item()):
+        raise FloatingPointError(f"the rule's cost critic diverged (loss {loss.item()}); lower the learning rate")
+    return q.eval()
+
+
+def refit_rule_cost_critic(module: nn.Module, dataset: TransitionDataset, expectile: float, settings: FQESettings,
+                           progress: bool = True) -> None:
+    """Replaces ``module``'s Q^c, which the switching rule reads, by one fitted at ``expectile``
+    (``fit_cost_critic``), and zeroes its Q^c shift: a calibration fitted for the old critic does not hold for the
+    new one. The heads are unchanged."""
+    cfg = module.model_config
+    device = next(module.parameters()).device
+    dataset = TransitionDataset({k: v.to(device) for k, v in dataset.tensors.items()})
+    fitted = fit_cost_critic(module.critic_input, dataset, hidden=list(cfg["hidden"]), cost_gamma=module.cost_gamma,
+                             time_limit=cfg.get("time_limit", "bootstrap"), expectile=expectile,
+                             maximize=module.cost_sign < 0, settings=settings, progress=progress)
+    if module.qc.fused:
+        fitted = fitted.fused_copy()
+    module.qc.load_state_dict(fitted.state_dict())
+    module.set_cost_shift(0.0)
