@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 import torch
 
+from rllib_caps.core.losses import polyak_update
 from rllib_caps.core.ray_internals import foreach_mul_, foreach_norm
 
 NON_FINITE_NORM = 10e8  # what RLlib's clip maps an infinite norm to (its ``compute_global_norm``)
@@ -58,3 +59,13 @@ def _finite(norm: torch.Tensor) -> torch.Tensor:
 def _clip_factor(total: torch.Tensor, max_norm: float) -> torch.Tensor:
     """The scale RLlib's global-norm clip applies: max_norm / max(total + 1e-6, max_norm), at most 1."""
     return torch.clamp(max_norm / torch.clamp(total + 1e-6, min=max_norm), max=1.0)
+
+
+def step_with_targets(optimizer: torch.optim.Optimizer, loss: torch.Tensor, online: torch.nn.Module,
+                      target: torch.nn.Module, tau: float) -> None:
+    """One gradient step on ``loss``, then the Polyak update of ``target`` towards ``online`` (the critics fitted
+    after training: FQE and the rule's cost critic)."""
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    polyak_update(online, target, tau)

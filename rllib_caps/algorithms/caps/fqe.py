@@ -22,9 +22,8 @@ from torch import nn
 from tqdm import tqdm
 
 from rllib_caps.algorithms.caps.critic_variants import CRITICS, FQE_VARIANTS, FQESettings
-from rllib_caps.core.losses import polyak_update
 from rllib_caps.core.nets import TwinQ
-from rllib_caps.core.optim import adam
+from rllib_caps.core.optim import adam, step_with_targets
 from rllib_caps.core.rollout import evaluate_policy
 from rllib_caps.core.time_limit import episode_ends
 from rllib_caps.data import TransitionDataset
@@ -147,10 +146,7 @@ def fit_fqe(actor: Actor, critic_input: CriticInput, dataset: TransitionDataset,
                     next_q1, next_q2 = target[head](x_next, next_actions[idx, int(head)])
                 q1, q2 = critic(x, batch[ACTIONS])
                 loss = loss + fqe_loss(q1, q2, next_q1, next_q2, batch[column].float(), ends, discount)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        polyak_update(critics, targets, settings.tau)
+        step_with_targets(optimizer, loss, critics, targets, settings.tau)
     if not math.isfinite(loss.item()):
         raise FloatingPointError(f"FQE diverged (loss {loss.item()}); lower the learning rate or tau")
     return critics.eval()

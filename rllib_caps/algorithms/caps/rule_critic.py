@@ -22,9 +22,9 @@ from tqdm import tqdm
 from rllib_caps.algorithms.caps.critic_variants import FQESettings
 from rllib_caps.algorithms.caps.fqe import CriticInput
 from rllib_caps.algorithms.caps.shared_losses import cost_signal
-from rllib_caps.core.losses import critic_pair_losses, polyak_update
+from rllib_caps.core.losses import critic_pair_losses
 from rllib_caps.core.nets import TwinQ, mlp
-from rllib_caps.core.optim import adam
+from rllib_caps.core.optim import adam, step_with_targets
 from rllib_caps.core.time_limit import episode_ends
 from rllib_caps.data import TransitionDataset
 from rllib_caps.data.schema import ACTIONS, COSTS, NEXT_OBS, OBS, T
@@ -65,10 +65,7 @@ def fit_cost_critic(critic_input: CriticInput, dataset: TransitionDataset, *, hi
             signal=cost_signal(batch[COSTS].float(), maximize), terminateds=episode_ends(batch, time_limit),
             gamma=cost_gamma, expectile=expectile, maximize=maximize)
         loss = losses.q_loss + losses.v_loss
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        polyak_update(q, target, settings.tau)
+        step_with_targets(optimizer, loss, q, target, settings.tau)
     if not math.isfinite(loss.item()):
         raise FloatingPointError(f"the rule's cost critic diverged (loss {loss.item()}); lower the learning rate")
     return q.eval()
