@@ -37,3 +37,11 @@ class FQESettings:
         if not smoke_test():
             return self
         return replace(self, steps=min(self.steps, 20), batch_size=min(self.batch_size, 32))
+
+
+def check_rule_cost_expectile(expectile: float) -> float:
+    """``expectile`` if it is a V^c expectile for the rule's refit cost critic (``rule_critic``), in (0, 1); a
+    ``ValueError`` otherwise (the evaluate CLI asks before loading any data)."""
+    if not 0.0 < expectile < 1.0:
+        raise ValueError(f"the rule's cost expectile must be in (0, 1), got {expectile} (--rule-cost-expectile)")
+    return expectile

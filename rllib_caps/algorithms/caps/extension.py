@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from rllib_caps.algorithms.caps.calibration import CALIBRATIONS, Calibration
-from rllib_caps.algorithms.caps.critic_variants import CRITICS, FQESettings
+from rllib_caps.algorithms.caps.critic_variants import CRITICS, FQESettings, check_rule_cost_expectile
 from rllib_caps.algorithms.caps.keys import HEAD, PREDICTED_COST
 from rllib_caps.core.extension import AlgorithmExtension, Evaluation, ReportSection
 
@@ -123,8 +123,7 @@ class CAPSExtension(AlgorithmExtension):
             if args.calibrate_cost is None:
                 raise ValueError("--rule-cost-expectile refits the cost critic, and the checkpoint's Q^c shift was "
                                  "fitted for the old one: give --calibrate-cost (pessimism is training's default)")
-            if not 0.0 < args.rule_cost_expectile < 1.0:
-                raise ValueError(f"--rule-cost-expectile must be in (0, 1), got {args.rule_cost_expectile}")
+            check_rule_cost_expectile(args.rule_cost_expectile)
         uses = [use for use, asked in (("FQE", critics != ["offline"]),
                                        ("the rule's cost critic", args.rule_cost_expectile is not None),
                                        ("the cost calibration", args.calibrate_cost not in (None, "none")),

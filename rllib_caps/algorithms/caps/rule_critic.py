@@ -19,7 +19,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from rllib_caps.algorithms.caps.critic_variants import FQESettings
+from rllib_caps.algorithms.caps.critic_variants import FQESettings, check_rule_cost_expectile
 from rllib_caps.algorithms.caps.fqe import CriticInput
 from rllib_caps.algorithms.caps.shared_losses import cost_signal
 from rllib_caps.core.losses import critic_pair_losses
@@ -37,8 +37,7 @@ def fit_cost_critic(critic_input: CriticInput, dataset: TransitionDataset, *, hi
     expectile ``expectile``: trained on −c where ``maximize`` (the authors' code), else on +c; ``critic_input(obs,
     step)`` builds the critics' state input and ``time_limit`` decides where the bootstrap stops, as for the offline
     critics. The networks start from ``settings.seed``, and the global generator is left as it was."""
-    if not 0.0 < expectile < 1.0:
-        raise ValueError(f"the rule's cost expectile must be in (0, 1), got {expectile}")
+    check_rule_cost_expectile(expectile)
     settings = settings.limited()
     tensors = dataset.tensors
     device = tensors[OBS].device
