@@ -16,8 +16,8 @@ from rllib_caps.algorithms.registry import ALGORITHMS
 from rllib_caps.core.extension import AlgorithmExtension, module_extension
 from rllib_caps.evaluate import EvaluateParser, build_parser
 
-CAPS_FLAGS = ("--head", "--critic", "--rule-cost-expectile", "--data", "--fqe-steps", "--fqe-batch-size",
-              "--calibration", "--calibrate-cost")
+CAPS_FLAGS = ("--head", "--critic", "--rule-cost-expectile", "--rule-cost-members", "--rule-cost-reading", "--data",
+              "--fqe-steps", "--fqe-batch-size", "--calibration", "--calibrate-cost")
 
 
 def test_a_plain_algorithms_extension_is_the_no_op_base() -> None:

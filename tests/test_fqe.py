@@ -201,7 +201,16 @@ def test_evaluate_cli_switches_with_fqe_critics_of_a_trained_checkpoint(ray_sess
                           "--data", str(BUNDLED), "--thresholds", "20", "--out", str(refit)]) == 0
     saved = json.loads(refit.read_text())
     assert saved["rule_cost_expectile"] == 0.1 and saved["cost_shift"] >= 0.0 and "20" in saved["thresholds"]
+    assert (saved["rule_cost_members"], saved["rule_cost_reading"]) == (1, "max")
+    assert evaluate_main(["--checkpoint", "ckpt", "--rule-cost-expectile", "0.1", "--rule-cost-members", "2",
+                          "--rule-cost-reading", "mean", "--calibrate-cost", "pessimism", "--data", str(BUNDLED),
+                          "--thresholds", "20", "--out", str(refit)]) == 0
+    saved = json.loads(refit.read_text())
+    assert (saved["rule_cost_members"], saved["rule_cost_reading"]) == (2, "mean")
     for bad, says in ((["--rule-cost-expectile", "0.1"], "give --calibrate-cost"),
+                      (["--rule-cost-members", "2"], "give --rule-cost-expectile"),
+                      (["--rule-cost-expectile", "0.1", "--calibrate-cost", "pessimism", "--rule-cost-members", "0"],
+                       "--rule-cost-members must be >= 1"),
                       (["--rule-cost-expectile", "1.5", "--calibrate-cost", "pessimism"], "must be in (0, 1)"),
                       (["--rule-cost-expectile", "0.1", "--calibrate-cost", "pessimism", "--head", "1"],
                        "leave out --rule-cost-expectile")):

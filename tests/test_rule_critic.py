@@ -11,7 +11,13 @@ from test_caps_module import ACT, OBS, make_module
 from test_fqe import cmdp_dataset
 
 from rllib_caps.algorithms.caps.critic_variants import FQESettings
-from rllib_caps.algorithms.caps.rule_critic import fit_cost_critic, refit_rule_cost_critic
+from rllib_caps.algorithms.caps.rule_critic import (
+    fit_cost_critic,
+    fit_rule_cost_critics,
+    install_rule_cost_critic,
+    read_members,
+    refit_rule_cost_critic,
+)
 from rllib_caps.core.time_limit import remaining_time
 from rllib_caps.data import TransitionDataset
 from rllib_caps.data.schema import ACTIONS, COSTS, DTYPES, EPS_ID, NEXT_OBS, REWARDS, TERMINATEDS, TRUNCATEDS, T
@@ -78,20 +84,64 @@ def random_dataset(rows: int, seed: int = 0) -> TransitionDataset:
                               for name, column in columns.items()})
 
 
+def rule_cost(module, rows: int = 64) -> torch.Tensor:
+    """The Q^c the module's switching rule reads at random states and actions."""
+    g = torch.Generator().manual_seed(1)
+    obs, actions = torch.randn(rows, OBS, generator=g), torch.rand(rows, ACT, generator=g) * 2 - 1
+    with torch.no_grad():
+        return module.cost_q(module.critic_input(obs, None), actions, torch.zeros(rows))
+
+
 def test_refit_replaces_only_the_rule_cost_critic_and_its_shift() -> None:
     module = make_module(num_heads=2)
     module.set_cost_shift(3.0)
-    before = {name: p.clone() for name, p in module.named_parameters()}
+    before = {name: p.clone() for name, p in module.named_parameters() if not name.startswith("qc.")}
+    old_cost = rule_cost(module)
     state = torch.random.get_rng_state()
     settings = FQESettings(steps=30, batch_size=32, seed=7)
     refit_rule_cost_critic(module, random_dataset(200), 0.1, settings, progress=False)
     assert torch.equal(torch.random.get_rng_state(), state)  # seeded from the settings, the global stream untouched
-    changed = {name for name, p in module.named_parameters() if not torch.equal(p, before[name])}
-    assert changed and all(name.startswith("qc.") for name in changed), changed
+    after = dict(module.named_parameters())
+    assert all(torch.equal(after[name], p) for name, p in before.items())  # the heads and Q^r are unchanged
+    assert not torch.allclose(rule_cost(module), old_cost)
     assert module.cost_shift == 0.0  # the old critic's calibration does not hold for the new one
     again = make_module(num_heads=2)
     refit_rule_cost_critic(again, random_dataset(200), 0.1, settings, progress=False)
-    assert all(torch.equal(p, q) for p, q in zip(module.qc.parameters(), again.qc.parameters(), strict=True))
+    assert torch.equal(rule_cost(module), rule_cost(again))  # deterministic
+    # One member is the critic fit_cost_critic gives, read as it is: the rule reads its larger twin.
+    single = fit_rule_cost_critics(make_module(num_heads=2), random_dataset(200), 0.1, settings, progress=False)
+    bare = make_module(num_heads=2)
+    bare.qc.load_state_dict(single[0].state_dict())
+    assert torch.equal(rule_cost(bare), rule_cost(module))
+
+
+@pytest.mark.parametrize("implementation", ["paper", "code"])  # critics on +c, and on −c (the authors' code)
+def test_an_ensemble_is_read_by_its_largest_cost_or_its_mean(implementation: str) -> None:
+    module = make_module(num_heads=2, implementation=implementation)
+    members = fit_rule_cost_critics(module, random_dataset(200), 0.1, FQESettings(steps=30, batch_size=32, seed=3),
+                                    members=3, progress=False)
+    alone = []
+    for member in members:
+        install_rule_cost_critic(module, [member])
+        alone.append(rule_cost(module))
+    alone = torch.stack(alone)
+    assert not torch.allclose(alone[0], alone[1])  # the members start from different seeds
+    install_rule_cost_critic(module, members, "max")
+    assert torch.allclose(rule_cost(module), alone.amax(0))  # the largest cost of any member's twins
+    install_rule_cost_critic(module, members, "mean")
+    mean = rule_cost(module)
+    assert (mean <= alone.amax(0) + 1e-6).all() and (mean >= alone.amin(0) - 1e-6).all()
+
+
+def test_read_members_is_in_cost_units_whatever_the_critics_sign() -> None:
+    costs = torch.tensor([[1.0, 5.0], [3.0, 2.0]])  # two members, two states
+    assert torch.equal(read_members(costs, 1.0, "max"), torch.tensor([3.0, 5.0]))
+    assert torch.equal(read_members(-costs, -1.0, "max"), -torch.tensor([3.0, 5.0]))  # critics fitted on −c
+    assert torch.equal(read_members(costs, 1.0, "mean"), torch.tensor([2.0, 3.5]))
+    with pytest.raises(ValueError, match="one of \\('max', 'mean'\\), got 'median'"):
+        read_members(costs, 1.0, "median")
+    with pytest.raises(ValueError, match="at least 1 member, got 0"):
+        fit_rule_cost_critics(make_module(num_heads=2), random_dataset(20), 0.1, FQESettings(steps=1), members=0)
 
 
 def test_an_expectile_outside_the_unit_interval_is_refused() -> None:

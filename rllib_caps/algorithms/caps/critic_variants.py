@@ -13,6 +13,8 @@ from rllib_caps.utils.smoke import smoke_test
 # the cost head; docs/paper.md, "FQE ablation").
 FQE_VARIANTS = ("fqe-reward", "fqe-both", "fqe-fallback")
 CRITICS = ("offline", *FQE_VARIANTS)
+# How the switching rule reads several refit cost critics (``rule_critic.read_members``).
+ENSEMBLE_READINGS = ("max", "mean")
 
 
 @dataclass(frozen=True)

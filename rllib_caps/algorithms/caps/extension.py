@@ -18,7 +18,12 @@ from typing import Any
 import numpy as np
 
 from rllib_caps.algorithms.caps.calibration import CALIBRATIONS, Calibration
-from rllib_caps.algorithms.caps.critic_variants import CRITICS, FQESettings, check_rule_cost_expectile
+from rllib_caps.algorithms.caps.critic_variants import (
+    CRITICS,
+    ENSEMBLE_READINGS,
+    FQESettings,
+    check_rule_cost_expectile,
+)
 from rllib_caps.algorithms.caps.keys import HEAD, PREDICTED_COST
 from rllib_caps.core.extension import AlgorithmExtension, Evaluation, ReportSection
 
@@ -77,6 +82,12 @@ class CAPSExtension(AlgorithmExtension):
                                  "continuations), the heads unchanged; needs --calibrate-cost, as the checkpoint's "
                                  "shift was fitted for its own critic (docs/paper.md, 'A cost critic for the rule "
                                  "alone')")
+        parser.add_argument("--rule-cost-members", type=int, default=1, metavar="N",
+                            help="with --rule-cost-expectile: fit N cost critics, from FQE's seed and the N − 1 "
+                                 "after it, and read them as one (--rule-cost-reading) [1]")
+        parser.add_argument("--rule-cost-reading", choices=ENSEMBLE_READINGS, default="max",
+                            help="how the rule reads N > 1 refit cost critics: max, the largest cost of any (an upper "
+                                 "confidence bound where the fits disagree); mean, their mean [max]")
         parser.add_argument("--data", help="converted dataset FQE, the rule's refit cost critic and the cost "
                                            "calibration read [datasets/<the checkpoint's task>]")
         parser.add_argument("--fqe-steps", type=int, default=FQESettings.steps,
@@ -124,6 +135,11 @@ class CAPSExtension(AlgorithmExtension):
                 raise ValueError("--rule-cost-expectile refits the cost critic, and the checkpoint's Q^c shift was "
                                  "fitted for the old one: give --calibrate-cost (pessimism is training's default)")
             check_rule_cost_expectile(args.rule_cost_expectile)
+        if args.rule_cost_members < 1:
+            raise ValueError(f"--rule-cost-members must be >= 1, got {args.rule_cost_members}")
+        if args.rule_cost_expectile is None and (args.rule_cost_members != 1 or args.rule_cost_reading != "max"):
+            raise ValueError("--rule-cost-members and --rule-cost-reading shape the refit cost critic: give "
+                             "--rule-cost-expectile")
         uses = [use for use, asked in (("FQE", critics != ["offline"]),
                                        ("the rule's cost critic", args.rule_cost_expectile is not None),
                                        ("the cost calibration", args.calibrate_cost not in (None, "none")),
@@ -156,9 +172,10 @@ class CAPSExtension(AlgorithmExtension):
         if args.rule_cost_expectile is not None:
             from rllib_caps.algorithms.caps.rule_critic import refit_rule_cost_critic
 
-            logger.info("refitting the rule's cost critic at expectile %g (%d steps)", args.rule_cost_expectile,
-                        settings.steps)
-            refit_rule_cost_critic(policy.module, prepared, args.rule_cost_expectile, settings)
+            logger.info("refitting the rule's cost critic at expectile %g (%d member(s) of %d steps, read by %s)",
+                        args.rule_cost_expectile, args.rule_cost_members, settings.steps, args.rule_cost_reading)
+            refit_rule_cost_critic(policy.module, prepared, args.rule_cost_expectile, settings,
+                                   members=args.rule_cost_members, reading=args.rule_cost_reading)
         if args.calibrate_cost is not None:
             calibrate_cost_critic(policy, columns, args.calibrate_cost)
         logger.info("the switching rule reads Q^c − %.4g (cost calibration)", policy.cost_shift)
@@ -171,7 +188,9 @@ class CAPSExtension(AlgorithmExtension):
             step_shifts = policy.cost_step_shifts.tolist()
             results["offline"] = {**results["offline"], "cost_shift": policy.cost_shift,
                                   **({"cost_step_shifts": step_shifts} if any(step_shifts) else {}),
-                                  **({"rule_cost_expectile": args.rule_cost_expectile}
+                                  **({"rule_cost_expectile": args.rule_cost_expectile,
+                                      "rule_cost_members": args.rule_cost_members,
+                                      "rule_cost_reading": args.rule_cost_reading}
                                      if args.rule_cost_expectile is not None else {})}
         output = dict(results[critics[0]] if len(critics) == 1 else results)
         tables = [format_results_table(r, title=task.name + ("" if critic == "offline" else f" ({critic} critics)"))

@@ -7,19 +7,23 @@ the heads at τ would give, while the heads keep the advantages of the trained �
 V^c that one τ_c serves in training: the cost head's advantage weights (Eq. 8) and the rule's feasibility check.
 A low τ makes V^c an upper expectile of the cost-to-go (the costlier continuations the data show after an action);
 the calibration (``calibration``) then removes the level this adds on the dataset, so what changes is where Q^c
-is high.
+is high. Fitted several times from different seeds, the members are read as one critic (``CostCriticEnsemble``):
+their largest cost, an upper confidence bound where the fits disagree (off the data, at the heads' own actions), or
+their mean, the noise of one fit averaged out.
 """
 
 from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Sequence
+from dataclasses import replace
 
 import torch
 from torch import nn
 from tqdm import tqdm
 
-from rllib_caps.algorithms.caps.critic_variants import FQESettings, check_rule_cost_expectile
+from rllib_caps.algorithms.caps.critic_variants import ENSEMBLE_READINGS, FQESettings, check_rule_cost_expectile
 from rllib_caps.algorithms.caps.fqe import CriticInput
 from rllib_caps.algorithms.caps.shared_losses import cost_signal
 from rllib_caps.core.losses import critic_pair_losses
@@ -42,8 +46,8 @@ def fit_cost_critic(critic_input: CriticInput, dataset: TransitionDataset, *, hi
     tensors = dataset.tensors
     device = tensors[OBS].device
     critic_obs_dim = critic_input(tensors[OBS][:1].float(), tensors[T][:1]).shape[-1]
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(settings.seed)
+    with torch.random.fork_rng(devices=[]):  # the CPU stream only: the nets start on the CPU, CUDA's is untouched
+        torch.default_generator.manual_seed(settings.seed)
         q = TwinQ(critic_obs_dim, tensors[ACTIONS].shape[-1], hidden).to(device)
         value = mlp(critic_obs_dim, hidden, 1).to(device)
     target = copy.deepcopy(q).requires_grad_(False)
@@ -70,18 +74,61 @@ def fit_cost_critic(critic_input: CriticInput, dataset: TransitionDataset, *, hi
     return q.eval()
 
 
-def refit_rule_cost_critic(module: nn.Module, dataset: TransitionDataset, expectile: float, settings: FQESettings,
-                           progress: bool = True) -> None:
-    """Replaces ``module``'s Q^c, which the switching rule reads, by one fitted at ``expectile``
-    (``fit_cost_critic``), and zeroes its Q^c shift: a calibration fitted for the old critic does not hold for the
-    new one. The heads are unchanged."""
+def read_members(values: torch.Tensor, cost_sign: float, reading: str) -> torch.Tensor:
+    """One critic's values from its members' ``values`` (members first, in the critics' sign: ``cost_sign`` −1
+    where they are fitted on −c): ``"max"`` the largest cost, ``"mean"`` the mean."""
+    if reading == "mean":
+        return values.mean(0)
+    if reading == "max":
+        return cost_sign * (cost_sign * values).amax(0)
+    raise ValueError(f"an ensemble is read by one of {ENSEMBLE_READINGS}, got {reading!r}")
+
+
+class CostCriticEnsemble(nn.Module):
+    """Twin Q^c critics fitted apart, read as one twin pair (``read_members`` per twin): with ``"max"`` the rule's
+    larger-twin Q^c becomes the largest cost of any member's twin."""
+
+    def __init__(self, members: Sequence[nn.Module], cost_sign: float, reading: str) -> None:
+        super().__init__()
+        read_members(torch.zeros(1), cost_sign, reading)  # refuses an unknown reading
+        self.members = nn.ModuleList(members)
+        self.cost_sign, self.reading = cost_sign, reading
+
+    def forward(self, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        twins = [torch.stack(values) for values in zip(*(member(obs, actions) for member in self.members),
+                                                       strict=True)]
+        return tuple(read_members(values, self.cost_sign, self.reading) for values in twins)
+
+
+def fit_rule_cost_critics(module: nn.Module, dataset: TransitionDataset, expectile: float, settings: FQESettings,
+                          members: int = 1, progress: bool = True) -> list[TwinQ]:
+    """``members`` cost critics for ``module``'s switching rule (``fit_cost_critic`` with the module's hidden sizes,
+    cost discount, critic input, time limit and cost sign), from seeds ``settings.seed``, ``settings.seed + 1``, …;
+    each in the module's layout (fused where its Q^c is)."""
+    if members < 1:
+        raise ValueError(f"the rule's cost critic needs at least 1 member, got {members} (--rule-cost-members)")
     cfg = module.model_config
     device = next(module.parameters()).device
     dataset = TransitionDataset({k: v.to(device) for k, v in dataset.tensors.items()})
-    fitted = fit_cost_critic(module.critic_input, dataset, hidden=list(cfg["hidden"]), cost_gamma=module.cost_gamma,
-                             time_limit=cfg.get("time_limit", "bootstrap"), expectile=expectile,
-                             maximize=module.cost_sign < 0, settings=settings, progress=progress)
-    if module.qc.fused:
-        fitted = fitted.fused_copy()
-    module.qc.load_state_dict(fitted.state_dict())
+    fitted = [fit_cost_critic(module.critic_input, dataset, hidden=list(cfg["hidden"]), cost_gamma=module.cost_gamma,
+                              time_limit=cfg.get("time_limit", "bootstrap"), expectile=expectile,
+                              maximize=module.cost_sign < 0, settings=replace(settings, seed=settings.seed + i),
+                              progress=progress)
+              for i in range(members)]
+    return [q.fused_copy() if module.qc.fused else q for q in fitted]
+
+
+def install_rule_cost_critic(module: nn.Module, members: Sequence[TwinQ], reading: str = "max") -> None:
+    """Makes ``members`` (``fit_rule_cost_critics``), read by ``reading``, the Q^c that ``module``'s switching rule
+    reads, and zeroes its Q^c shift: a calibration fitted for the old critic does not hold for the new one. The heads
+    are unchanged."""
+    module.qc = CostCriticEnsemble([copy.deepcopy(q) for q in members], module.cost_sign, reading)
     module.set_cost_shift(0.0)
+
+
+def refit_rule_cost_critic(module: nn.Module, dataset: TransitionDataset, expectile: float, settings: FQESettings,
+                           members: int = 1, reading: str = "max", progress: bool = True) -> None:
+    """Replaces ``module``'s Q^c, which the switching rule reads, by ``members`` critics fitted at ``expectile``
+    and read by ``reading`` (``fit_rule_cost_critics``, ``install_rule_cost_critic``)."""
+    install_rule_cost_critic(module, fit_rule_cost_critics(module, dataset, expectile, settings, members, progress),
+                             reading)
