@@ -33,6 +33,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--readings", nargs="+", choices=ENSEMBLE_READINGS, default=list(ENSEMBLE_READINGS),
                         help="how the rule reads them; each is evaluated [max mean]")
     parser.add_argument("--calibrate-cost", default="pessimism", help="the calibration after the refit [pessimism]")
+    parser.add_argument("--thresholds", type=float, nargs="+", help="cost thresholds κ [the task's three]")
     parser.add_argument("--episodes", type=int, default=20, help="episodes per κ [20]")
     parser.add_argument("--fqe-steps", type=int, help="gradient steps per member [FQE's]")
     parser.add_argument("--out-dir", type=Path, required=True,
@@ -71,7 +72,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             policy = CAPSPolicy.from_checkpoint(checkpoint)
             install_rule_cost_critic(policy.module, members, reading)
             calibrate_cost_critic(policy, columns, args.calibrate_cost)
-            results = evaluate_policy(policy, task, task.thresholds, args.episodes, seed=episode_seed(policy))
+            results = evaluate_policy(policy, task, args.thresholds or task.thresholds, args.episodes,
+                                      seed=episode_seed(policy))
             results |= {"cost_shift": policy.cost_shift, "rule_cost_expectile": args.expectile,
                         "rule_cost_members": args.members, "rule_cost_reading": reading}
             out = args.out_dir / f"{checkpoint.name}-{reading}.json"

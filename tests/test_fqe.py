@@ -13,6 +13,7 @@ import torch
 from cmdp import CMDP, policy_cost, random_cmdp
 from test_caps_module import OBS, make_module
 
+from benchmarks.rule_critic_ensemble import main as rule_critic_ensemble_main
 from rllib_caps.algorithms.caps.fqe import FQECritics, FQESettings, fit_fqe, fit_module_fqe, fitted_heads, fqe_loss
 from rllib_caps.core.time_limit import remaining_time
 from rllib_caps.data import TransitionDataset
@@ -207,6 +208,12 @@ def test_evaluate_cli_switches_with_fqe_critics_of_a_trained_checkpoint(ray_sess
                           "--thresholds", "20", "--out", str(refit)]) == 0
     saved = json.loads(refit.read_text())
     assert (saved["rule_cost_members"], saved["rule_cost_reading"]) == (2, "mean")
+    # The benchmark that shares one fit across checkpoints gives what evaluate gives each of them.
+    assert rule_critic_ensemble_main(["--data", str(BUNDLED), "--checkpoints", "ckpt", "ckpt", "--expectile", "0.1",
+                                      "--members", "2", "--readings", "mean", "--thresholds", "20", "--episodes",
+                                      str(saved["thresholds"]["20"]["episodes"]), "--out-dir", "shared"]) == 0
+    shared = json.loads((tmp_path / "shared" / "ckpt-mean.json").read_text())
+    assert shared["thresholds"] == saved["thresholds"] and shared["cost_shift"] == saved["cost_shift"]
     for bad, says in ((["--rule-cost-expectile", "0.1"], "give --calibrate-cost"),
                       (["--rule-cost-members", "2"], "give --rule-cost-expectile"),
                       (["--rule-cost-expectile", "0.1", "--calibrate-cost", "pessimism", "--rule-cost-members", "0"],
