@@ -131,6 +131,8 @@ def test_an_ensemble_is_read_by_its_largest_cost_or_its_mean(implementation: str
     install_rule_cost_critic(module, members, "mean")
     mean = rule_cost(module)
     assert (mean <= alone.amax(0) + 1e-6).all() and (mean >= alone.amin(0) - 1e-6).all()
+    refitted = fit_rule_cost_critics(module, random_dataset(50), 0.1, FQESettings(steps=1), progress=False)
+    assert len(refitted) == 1  # a module whose Q^c is an ensemble can be refitted again
 
 
 def test_read_members_is_in_cost_units_whatever_the_critics_sign() -> None:

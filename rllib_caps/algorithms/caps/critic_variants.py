@@ -47,3 +47,10 @@ def check_rule_cost_expectile(expectile: float) -> float:
     if not 0.0 < expectile < 1.0:
         raise ValueError(f"the rule's cost expectile must be in (0, 1), got {expectile} (--rule-cost-expectile)")
     return expectile
+
+
+def check_ensemble_reading(reading: str) -> str:
+    """``reading`` if it is one of ``ENSEMBLE_READINGS``; a ``ValueError`` otherwise."""
+    if reading not in ENSEMBLE_READINGS:
+        raise ValueError(f"an ensemble is read by one of {ENSEMBLE_READINGS}, got {reading!r} (--rule-cost-reading)")
+    return reading

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from rllib_caps.algorithms.caps.critic_variants import ENSEMBLE_READINGS, FQESettings, check_rule_cost_expectile
+from rllib_caps.algorithms.caps.critic_variants import FQESettings, check_ensemble_reading, check_rule_cost_expectile
 from rllib_caps.algorithms.caps.fqe import CriticInput
 from rllib_caps.algorithms.caps.shared_losses import cost_signal
 from rllib_caps.core.losses import critic_pair_losses
@@ -77,11 +77,9 @@ def fit_cost_critic(critic_input: CriticInput, dataset: TransitionDataset, *, hi
 def read_members(values: torch.Tensor, cost_sign: float, reading: str) -> torch.Tensor:
     """One critic's values from its members' ``values`` (members first, in the critics' sign: ``cost_sign`` −1
     where they are fitted on −c): ``"max"`` the largest cost, ``"mean"`` the mean."""
-    if reading == "mean":
+    if check_ensemble_reading(reading) == "mean":
         return values.mean(0)
-    if reading == "max":
-        return cost_sign * (cost_sign * values).amax(0)
-    raise ValueError(f"an ensemble is read by one of {ENSEMBLE_READINGS}, got {reading!r}")
+    return cost_sign * (cost_sign * values).amax(0)
 
 
 class CostCriticEnsemble(nn.Module):
@@ -90,9 +88,13 @@ class CostCriticEnsemble(nn.Module):
 
     def __init__(self, members: Sequence[nn.Module], cost_sign: float, reading: str) -> None:
         super().__init__()
-        read_members(torch.zeros(1), cost_sign, reading)  # refuses an unknown reading
         self.members = nn.ModuleList(members)
-        self.cost_sign, self.reading = cost_sign, reading
+        self.cost_sign, self.reading = cost_sign, check_ensemble_reading(reading)
+
+    @property
+    def fused(self) -> bool:
+        """Whether the members are fused pairs (``core.nets.MLPPair``), as a refit of this module's Q^c asks."""
+        return self.members[0].fused
 
     def forward(self, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         twins = [torch.stack(values) for values in zip(*(member(obs, actions) for member in self.members),
