@@ -13,6 +13,7 @@ once, then evaluates each checkpoint with them under each reading, calibrated as
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import sys
 from collections.abc import Sequence
@@ -51,15 +52,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     from rllib_caps.envs.tasks import get_task
     from rllib_caps.utils.atomic import atomic_file
 
-    torch.set_num_threads(1)
-    first = CAPSPolicy.from_checkpoint(args.checkpoints[0])
     def critic_settings(module: torch.nn.Module) -> dict:
         return {key: module.model_config.get(key) for key in CRITIC_SETTINGS} | {"fused": module.qc.fused}
 
+    torch.set_num_threads(1)
+    policies = {checkpoint: CAPSPolicy.from_checkpoint(checkpoint) for checkpoint in args.checkpoints}
+    first = policies[args.checkpoints[0]]
     settings = critic_settings(first.module)
-    for checkpoint in args.checkpoints[1:]:
-        other = critic_settings(CAPSPolicy.from_checkpoint(checkpoint).module)
-        if differ := [key for key in settings if other[key] != settings[key]]:
+    for checkpoint, other in policies.items():
+        if differ := [key for key, value in critic_settings(other.module).items() if value != settings[key]]:
             parser.error(f"--checkpoints {checkpoint}: its {', '.join(differ)} differ from {args.checkpoints[0]}'s, "
                          f"so it cannot share the refit critics")
     dataset = TransitionDataset.from_parquet(args.data)
@@ -67,9 +68,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     members = fit_rule_cost_critics(first.module, dataset, args.expectile, fqe, args.members)
     columns = dataset.numpy_columns()
     task = get_task(first.task)
-    for checkpoint in args.checkpoints:
+    for checkpoint, loaded in policies.items():
         for reading in args.readings:
-            policy = CAPSPolicy.from_checkpoint(checkpoint)
+            policy = copy.deepcopy(loaded)  # each reading starts from the checkpoint as saved
             install_rule_cost_critic(policy.module, members, reading)
             calibrate_cost_critic(policy, columns, args.calibrate_cost)
             results = evaluate_policy(policy, task, args.thresholds or task.thresholds, args.episodes,

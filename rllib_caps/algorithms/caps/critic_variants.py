@@ -54,3 +54,12 @@ def check_ensemble_reading(reading: str) -> str:
     if reading not in ENSEMBLE_READINGS:
         raise ValueError(f"an ensemble is read by one of {ENSEMBLE_READINGS}, got {reading!r} (--rule-cost-reading)")
     return reading
+
+
+def check_rule_cost_members(members: int) -> int:
+    """``members`` if the rule's refit cost critic can have that many (at least 1); a ``ValueError`` otherwise (the
+    evaluate CLI asks before loading any data)."""
+    if members < 1:
+        raise ValueError(f"--rule-cost-members must be >= 1: the rule's cost critic needs at least 1 member, got "
+                         f"{members}")
+    return members

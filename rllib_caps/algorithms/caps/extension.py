@@ -23,6 +23,7 @@ from rllib_caps.algorithms.caps.critic_variants import (
     ENSEMBLE_READINGS,
     FQESettings,
     check_rule_cost_expectile,
+    check_rule_cost_members,
 )
 from rllib_caps.algorithms.caps.keys import HEAD, PREDICTED_COST
 from rllib_caps.core.extension import AlgorithmExtension, Evaluation, ReportSection
@@ -135,8 +136,7 @@ class CAPSExtension(AlgorithmExtension):
                 raise ValueError("--rule-cost-expectile refits the cost critic, and the checkpoint's Q^c shift was "
                                  "fitted for the old one: give --calibrate-cost (pessimism is training's default)")
             check_rule_cost_expectile(args.rule_cost_expectile)
-        if args.rule_cost_members < 1:
-            raise ValueError(f"--rule-cost-members must be >= 1, got {args.rule_cost_members}")
+        check_rule_cost_members(args.rule_cost_members)
         if args.rule_cost_expectile is None and (args.rule_cost_members != 1 or args.rule_cost_reading != "max"):
             raise ValueError("--rule-cost-members and --rule-cost-reading shape the refit cost critic: give "
                              "--rule-cost-expectile")

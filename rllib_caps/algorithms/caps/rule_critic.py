@@ -23,7 +23,12 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from rllib_caps.algorithms.caps.critic_variants import FQESettings, check_ensemble_reading, check_rule_cost_expectile
+from rllib_caps.algorithms.caps.critic_variants import (
+    FQESettings,
+    check_ensemble_reading,
+    check_rule_cost_expectile,
+    check_rule_cost_members,
+)
 from rllib_caps.algorithms.caps.fqe import CriticInput
 from rllib_caps.algorithms.caps.shared_losses import cost_signal
 from rllib_caps.core.losses import critic_pair_losses
@@ -107,8 +112,7 @@ def fit_rule_cost_critics(module: nn.Module, dataset: TransitionDataset, expecti
     """``members`` cost critics for ``module``'s switching rule (``fit_cost_critic`` with the module's hidden sizes,
     cost discount, critic input, time limit and cost sign), from seeds ``settings.seed``, ``settings.seed + 1``, …;
     each in the module's layout (fused where its Q^c is)."""
-    if members < 1:
-        raise ValueError(f"the rule's cost critic needs at least 1 member, got {members} (--rule-cost-members)")
+    check_rule_cost_members(members)
     cfg = module.model_config
     device = next(module.parameters()).device
     dataset = TransitionDataset({k: v.to(device) for k, v in dataset.tensors.items()})
