@@ -12,8 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from sim_datasets import make_data_root
 from test_fault_injection import continue_processes, finished_in_results, terminated_trials, trial_processes
+from test_tune import TINY_TRAINING
 
 from rllib_caps.report.records import load_trials
 from rllib_caps.sweeps.trainable import SweepTrial
@@ -26,7 +28,6 @@ def test_two_node_sweep_uses_both_nodes_and_resumes_after_the_driver_is_killed(
     from ray.cluster_utils import Cluster
 
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")  # the nodes and the driver agree without a token file
-    monkeypatch.setenv("RLLIB_CAPS_SMOKE_TEST", "1")  # read by the trials, in the nodes' worker processes
     data_root = make_data_root(tmp_path / "data", ["BallCircle"], episodes=3)
     storage = tmp_path / "shared"  # the path both nodes write results and checkpoints to
     node_args = {"num_cpus": 1, "object_store_memory": 100 * 2**20}
@@ -38,10 +39,15 @@ def test_two_node_sweep_uses_both_nodes_and_resumes_after_the_driver_is_killed(
         # Tune saves its experiment state every 10 s or more by default; every second, the test sees a finished trial
         # recorded sooner. (The moment itself does not depend on it: see below.)
         env = {**os.environ, "PYTHONPATH": str(Path.cwd()), "TUNE_GLOBAL_CHECKPOINT_S": "1"}
-        command = [sys.executable, "-m", "rllib_caps.tune", "--tasks", "BallCircle", "--seeds", "0", "10", "20",
-                   "--heads", "2", "--data-root", str(data_root), "--storage", str(storage), "--name", "multi",
-                   "--address", cluster.address, "--cpus-per-trial", "1", "--checkpoint-every", "1",
-                   "--no-cost-limits"]
+        config = tmp_path / "multi.yaml"
+        config.write_text(yaml.safe_dump({
+            "tasks": "BallCircle", "seeds": [0, 10, 20], "heads": [2], "data_root": str(data_root),
+            "storage": str(storage), "name": "multi", "cpus_per_trial": 1, "checkpoint_every": 1,
+            "cost_limits": False,
+            # 10 iterations, not the smoke test's 2: the third trial, which starts as the first two finish, must
+            # outlast the moment below (seen: a 2-iteration third trial finished before its worker was stopped)
+            "training": {**TINY_TRAINING, "steps": 300, "thresholds": [20]}}))
+        command = [sys.executable, "-m", "rllib_caps.tune", "--config", str(config), "--address", cluster.address]
         experiment = storage / "multi"
         driver = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         # The moment is made, not waited for: once a trial has written its last result, the trial workers are
