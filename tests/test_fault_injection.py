@@ -33,6 +33,10 @@ from rllib_caps.sweeps.runner import run_sweep
 from rllib_caps.sweeps.state_backup import BACKUP_FILE, KEPT_CHECKPOINTS
 from rllib_caps.utils.signals import STOP_GRACE_S
 
+# Trials of 10 iterations at one κ: a trial outlasts Tune's next state snapshot even where its worker is stopped late
+# (seen: a 2-iteration trial finished first). Shared by every test here that makes a moment within a sweep.
+TEN_ITERATIONS = {**TINY_TRAINING, "steps": 300, "thresholds": [20]}
+
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLED = ROOT / "datasets" / "BallCircle"
 pytestmark = pytest.mark.slow
@@ -98,7 +102,7 @@ def test_a_killed_trial_worker_is_retried_from_its_checkpoint_and_ends_as_a_clea
                                                                                       tmp_path: Path) -> None:
     def options(name: str) -> SweepOptions:
         return SweepOptions(tasks="BallCircle", seeds=[0], data_root=str(BUNDLED.parent), storage=str(tmp_path),
-                            name=name, training={**TINY_TRAINING, "steps": 300, "thresholds": [20]},
+                            name=name, training=TEN_ITERATIONS,
                             checkpoint_every=1, max_failures=1, cpus_per_trial=1.0)
 
     (clean,), _ = load_trials(run_sweep(options("clean")))
@@ -201,9 +205,7 @@ def test_a_driver_killed_at_any_point_is_finished_by_resume_without_rerunning_a_
     config.write_text(yaml.safe_dump({"tasks": "BallRun", "seeds": [0, 1], "data_root": str(data_root),
                                       "storage": str(tmp_path), "max_concurrent": 1, "checkpoint_every": 1,
                                       "cost_limits": False,
-                                      # 10 iterations: a trial outlasts Tune's next state snapshot even where
-                                      # the workers are stopped late (seen: a 2-iteration trial finished first)
-                                      "training": {**TINY_TRAINING, "steps": 300, "thresholds": [20]}}))
+                                      "training": TEN_ITERATIONS}))
     command = [sys.executable, "-m", "rllib_caps.tune", "--config", str(config), "--address", ray_address]
     experiment = tmp_path / "resume"
     kept: dict[str, bytes] = {}  # finished trial dir -> its result.json
@@ -277,7 +279,7 @@ def test_a_trial_whose_kept_checkpoint_was_rotated_out_continues_from_it_after_a
     The moment is made, not waited for: the trial's worker is stopped (SIGSTOP) once Tune has registered its first
     checkpoint, until the copy of Tune's state names its checkpoints, then continued; two checkpoints later Tune
     rotates the oldest of them out, and the driver is killed."""
-    training = {**TINY_TRAINING, "steps": 300, "thresholds": [20]}
+    training = TEN_ITERATIONS
     config = tmp_path / "sweep.yaml"
     config.write_text(yaml.safe_dump({"tasks": "BallCircle", "seeds": [0], "data_root": str(BUNDLED.parent),
                                       "storage": str(tmp_path), "name": "rotated", "checkpoint_every": 1,

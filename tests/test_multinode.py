@@ -14,8 +14,13 @@ from pathlib import Path
 import pytest
 import yaml
 from sim_datasets import make_data_root
-from test_fault_injection import continue_processes, finished_in_results, terminated_trials, trial_processes
-from test_tune import TINY_TRAINING
+from test_fault_injection import (
+    TEN_ITERATIONS,
+    continue_processes,
+    finished_in_results,
+    terminated_trials,
+    trial_processes,
+)
 
 from rllib_caps.report.records import load_trials
 from rllib_caps.sweeps.trainable import SweepTrial
@@ -44,15 +49,16 @@ def test_two_node_sweep_uses_both_nodes_and_resumes_after_the_driver_is_killed(
             "tasks": "BallCircle", "seeds": [0, 10, 20], "heads": [2], "data_root": str(data_root),
             "storage": str(storage), "name": "multi", "cpus_per_trial": 1, "checkpoint_every": 1,
             "cost_limits": False,
-            # 10 iterations, not the smoke test's 2: the third trial, which starts as the first two finish, must
-            # outlast the moment below (seen: a 2-iteration third trial finished before its worker was stopped)
-            "training": {**TINY_TRAINING, "steps": 300, "thresholds": [20]}}))
+            # not the smoke test's 2 iterations: the third trial, which starts as the first two finish, must outlast
+            # the moment below (seen: all three finished before the driver was killed)
+            "training": TEN_ITERATIONS}))
         command = [sys.executable, "-m", "rllib_caps.tune", "--config", str(config), "--address", cluster.address]
         experiment = storage / "multi"
         driver = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         # The moment is made, not waited for: once a trial has written its last result, the trial workers are
-        # stopped (SIGSTOP; the third trial runs in a finished trial's worker, which Tune reuses), so no other trial
-        # can finish until Tune's saved state records the finished one(s); then the driver is killed.
+        # stopped (SIGSTOP; the third trial runs in a finished trial's worker, which Tune reuses, or in a new one, which
+        # its 10 iterations keep from finishing first), so no other trial can finish until Tune's saved state records
+        # the finished one(s); then the driver is killed.
         deadline = time.monotonic() + 600
         while not finished_in_results(experiment):
             assert driver.poll() is None and time.monotonic() < deadline, "no trial finished before the sweep ended"
